@@ -1,0 +1,299 @@
+/* SPDX-License-Identifier: MIT */
+#include "blkio.h"
+
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "../initiator/log.h"
+#include "../initiator/scsi.h"
+
+#define BLK_RETRIES 8
+
+enum phase { PH_READ, PH_HEAD, PH_TAIL, PH_WRITE, PH_SYNC };
+
+struct blk_req {
+	struct blk_dev *d;
+	struct blk_req *next_write;  /* in d->writes */
+	uint8_t *slice;              /* NULL for SYNCHRONIZE CACHE */
+	uint64_t off;                /* bytes */
+	size_t len;                  /* bytes */
+	uint64_t lba0;               /* aligned extent: first block */
+	uint32_t nblk;               /* aligned extent: blocks */
+	uint8_t *payload;            /* slice + off - lba0 * bs */
+	enum phase phase;
+	bool head, tail;             /* edge blocks need reading */
+	uint32_t done_blk, cur_blk;
+	int retries;
+	blk_done_fn cb;
+	void *arg;
+};
+
+int blk_dev_init(struct blk_dev *d, struct iscsi_session *s, struct buf_pool *pool,
+		 const struct iscsi_lun_info *info, size_t max_io)
+{
+	memset(d, 0, sizeof(*d));
+	d->s = s;
+	d->pool = pool;
+	d->lun_field = info->lun_field;
+	d->bs = info->cap.block_size;
+	d->nblocks = info->cap.nblocks;
+	d->size = d->nblocks * d->bs;
+	d->use16 = info->use16;
+	d->max_io = max_io;
+	if (buf_pool_slice_size(pool) < max_io + 4u * d->bs)
+		return -EINVAL;
+	uint64_t maxb = 0xffff; /* keeps 10-byte CDBs possible and bursts moderate */
+	if (info->have_block_limits && info->bl.max_xfer_len && info->bl.max_xfer_len < maxb)
+		maxb = info->bl.max_xfer_len;
+	d->max_xfer_blocks = (uint32_t)maxb;
+	d->reqs = calloc(buf_pool_nslices(pool), sizeof(*d->reqs));
+	if (!d->reqs)
+		return -ENOMEM;
+	pthread_mutex_init(&d->lock, NULL);
+	pthread_cond_init(&d->cv, NULL);
+	return 0;
+}
+
+void blk_dev_fini(struct blk_dev *d)
+{
+	free(d->reqs);
+	pthread_mutex_destroy(&d->lock);
+	pthread_cond_destroy(&d->cv);
+}
+
+static struct blk_req *req_new(struct blk_dev *d, uint64_t off, size_t len)
+{
+	if (len == 0 || len > d->max_io || off >= d->size || len > d->size - off)
+		return NULL;
+	unsigned idx;
+	uint8_t *slice = buf_pool_get(d->pool, &idx);
+	struct blk_req *r = &d->reqs[idx];
+	memset(r, 0, sizeof(*r));
+	r->d = d;
+	r->slice = slice;
+	r->off = off;
+	r->len = len;
+	r->lba0 = off / d->bs;
+	uint64_t end = (off + len + d->bs - 1) / d->bs;
+	r->nblk = (uint32_t)(end - r->lba0);
+	r->payload = slice + (off - r->lba0 * d->bs);
+	return r;
+}
+
+static uint8_t *scratch(struct blk_req *r, int which)
+{
+	size_t ss = buf_pool_slice_size(r->d->pool);
+	return r->slice + ss - 2u * r->d->bs + (size_t)which * r->d->bs;
+}
+
+static bool overlaps(const struct blk_req *a, const struct blk_req *b)
+{
+	return a->lba0 < b->lba0 + b->nblk && b->lba0 < a->lba0 + a->nblk;
+}
+
+static void finish(struct blk_req *r, int err)
+{
+	struct blk_dev *d = r->d;
+	if (r->phase == PH_WRITE || r->phase == PH_HEAD || r->phase == PH_TAIL) {
+		pthread_mutex_lock(&d->lock);
+		for (struct blk_req **pp = &d->writes; *pp; pp = &(*pp)->next_write)
+			if (*pp == r) {
+				*pp = r->next_write;
+				break;
+			}
+		pthread_cond_broadcast(&d->cv);
+		pthread_mutex_unlock(&d->lock);
+		if (!err)
+			atomic_store(&d->dirty, true);
+	}
+	if (r->phase == PH_SYNC) {
+		if (err)
+			atomic_store(&d->dirty, true);
+		r->cb(r->arg, err, NULL, 0);
+		free(r);
+		return;
+	}
+	r->cb(r->arg, err, r->phase == PH_READ && !err ? r->payload : NULL, err ? 0 : r->len);
+	buf_pool_put(d->pool, r->slice);
+}
+
+static void cmd_done(void *arg, const struct iscsi_cmd_result *res);
+
+static void submit(struct blk_req *r)
+{
+	struct blk_dev *d = r->d;
+	struct iscsi_cmd cmd = {.lun = d->lun_field, .cb = cmd_done, .arg = r};
+	uint64_t lba = r->lba0 + r->done_blk;
+	uint32_t n = r->nblk - r->done_blk;
+	if (n > d->max_xfer_blocks)
+		n = d->max_xfer_blocks;
+	switch (r->phase) {
+	case PH_READ:
+	case PH_WRITE:
+		cmd.dir = r->phase == PH_READ ? ISCSI_DIR_READ : ISCSI_DIR_WRITE;
+		cmd.buf = r->slice + (size_t)r->done_blk * d->bs;
+		cmd.len = n * d->bs;
+		cmd.cdb_len = (uint8_t)(r->phase == PH_READ ? scsi_cdb_read(cmd.cdb, lba, n, false)
+							     : scsi_cdb_write(cmd.cdb, lba, n, false));
+		break;
+	case PH_HEAD:
+	case PH_TAIL:
+		n = 1;
+		lba = r->phase == PH_HEAD ? r->lba0 : r->lba0 + r->nblk - 1;
+		cmd.dir = ISCSI_DIR_READ;
+		cmd.buf = scratch(r, r->phase == PH_HEAD ? 0 : 1);
+		cmd.len = d->bs;
+		cmd.cdb_len = (uint8_t)scsi_cdb_read(cmd.cdb, lba, 1, false);
+		break;
+	case PH_SYNC:
+		n = 0;
+		cmd.dir = ISCSI_DIR_NONE;
+		cmd.cdb_len = (uint8_t)scsi_cdb_sync_cache(cmd.cdb, d->use16, 0, 0);
+		break;
+	}
+	r->cur_blk = n;
+	int rc = iscsi_session_submit(d->s, &cmd);
+	if (rc)
+		finish(r, rc == -ENOTCONN ? -EIO : rc);
+}
+
+/* Copy the bytes of edge block `lba` (read into e) that the write does not cover into the slice. */
+static void merge_edge(struct blk_req *r, uint64_t lba, const uint8_t *e)
+{
+	uint64_t bs = r->d->bs, b0 = lba * bs, b1 = b0 + bs;
+	uint8_t *dst = r->slice + (b0 - r->lba0 * bs);
+	if (r->off > b0) {
+		uint64_t stop = r->off < b1 ? r->off : b1;
+		memcpy(dst, e, stop - b0);
+	}
+	uint64_t wend = r->off + r->len;
+	if (wend < b1) {
+		uint64_t start = wend > b0 ? wend : b0;
+		memcpy(dst + (start - b0), e + (start - b0), b1 - start);
+	}
+}
+
+static void cmd_done(void *arg, const struct iscsi_cmd_result *res)
+{
+	struct blk_req *r = arg;
+	struct blk_dev *d = r->d;
+	int err = iscsi_cmd_result_errno(res);
+	if (err == 0 && res->xfer_len != r->cur_blk * d->bs)
+		err = -EIO; /* short transfer without an error status */
+	if (err) {
+		if (!res->err && r->retries < BLK_RETRIES &&
+		    scsi_status_retryable(res->status, res->has_sense ? &res->sense : NULL)) {
+			r->retries++;
+			submit(r);
+			return;
+		}
+		if (r->phase == PH_SYNC && err == -EOPNOTSUPP)
+			err = 0; /* no cache to flush */
+		else
+			log_warn("LUN I/O failed: %s (status 0x%02x, sense %x/%02x/%02x)", strerror(-err), res->status,
+				 res->has_sense ? res->sense.key : 0, res->has_sense ? res->sense.asc : 0,
+				 res->has_sense ? res->sense.ascq : 0);
+		finish(r, err);
+		return;
+	}
+	r->retries = 0;
+	switch (r->phase) {
+	case PH_READ:
+	case PH_WRITE:
+		r->done_blk += r->cur_blk;
+		if (r->done_blk < r->nblk) {
+			submit(r);
+			return;
+		}
+		break;
+	case PH_HEAD:
+		merge_edge(r, r->lba0, scratch(r, 0));
+		if (r->tail && r->nblk > 1) {
+			r->phase = PH_TAIL;
+			submit(r);
+			return;
+		}
+		r->phase = PH_WRITE;
+		submit(r);
+		return;
+	case PH_TAIL:
+		merge_edge(r, r->lba0 + r->nblk - 1, scratch(r, 1));
+		r->phase = PH_WRITE;
+		submit(r);
+		return;
+	case PH_SYNC:
+		break;
+	}
+	finish(r, 0);
+}
+
+int blk_read(struct blk_dev *d, uint64_t off, size_t len, blk_done_fn cb, void *arg)
+{
+	struct blk_req *r = req_new(d, off, len);
+	if (!r)
+		return -EINVAL;
+	r->phase = PH_READ;
+	r->cb = cb;
+	r->arg = arg;
+	submit(r);
+	return 0;
+}
+
+struct blk_req *blk_write_prepare(struct blk_dev *d, uint64_t off, size_t len, void **payload)
+{
+	struct blk_req *r = req_new(d, off, len);
+	if (r)
+		*payload = r->payload;
+	return r;
+}
+
+void blk_write_cancel(struct blk_req *r) { buf_pool_put(r->d->pool, r->slice); }
+
+void blk_write_submit(struct blk_req *r, blk_done_fn cb, void *arg)
+{
+	struct blk_dev *d = r->d;
+	r->cb = cb;
+	r->arg = arg;
+	r->head = r->off % d->bs != 0 || (r->nblk == 1 && r->len < d->bs);
+	r->tail = (r->off + r->len) % d->bs != 0;
+	/* Serialise against every write in flight over the same blocks. */
+	pthread_mutex_lock(&d->lock);
+	for (;;) {
+		struct blk_req *w = d->writes;
+		while (w && !overlaps(w, r))
+			w = w->next_write;
+		if (!w)
+			break;
+		pthread_cond_wait(&d->cv, &d->lock);
+	}
+	r->next_write = d->writes;
+	d->writes = r;
+	pthread_mutex_unlock(&d->lock);
+	if (r->head || r->tail) {
+		atomic_fetch_add(&d->rmw_count, 1);
+		r->phase = r->head ? PH_HEAD : PH_TAIL;
+	} else {
+		r->phase = PH_WRITE;
+	}
+	submit(r);
+}
+
+int blk_sync(struct blk_dev *d, blk_done_fn cb, void *arg)
+{
+	if (!atomic_exchange(&d->dirty, false)) {
+		cb(arg, 0, NULL, 0);
+		return 0;
+	}
+	struct blk_req *r = calloc(1, sizeof(*r));
+	if (!r) {
+		atomic_store(&d->dirty, true);
+		return -ENOMEM;
+	}
+	r->d = d;
+	r->phase = PH_SYNC;
+	r->cb = cb;
+	r->arg = arg;
+	submit(r);
+	return 0;
+}

@@ -1,0 +1,85 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * Byte-addressed I/O on a LUN, turned into block commands (SBC-3 READ,
+ * WRITE, SYNCHRONIZE CACHE) whose payload lives in one pool slice.
+ * Offsets and lengths that are not multiples of the logical block size are
+ * handled by read-modify-write of the edge blocks, serialised against
+ * overlapping writes.  Asynchronous: callbacks run on the transport's
+ * event thread (or on the caller's thread when submission fails at once).
+ *
+ * Slice layout: [payload area: max_io + 2 blocks][scratch: 2 blocks].
+ */
+#ifndef ISERFUSE_BLKIO_H
+#define ISERFUSE_BLKIO_H
+
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "../initiator/lun.h"
+#include "../initiator/session.h"
+#include "pool.h"
+
+struct blk_req;
+
+struct blk_dev {
+	struct iscsi_session *s;
+	struct buf_pool *pool;
+	uint64_t lun_field;
+	uint32_t bs;               /* logical block size, bytes */
+	uint64_t nblocks;
+	uint64_t size;             /* bytes */
+	uint32_t max_xfer_blocks;  /* most blocks in one SCSI command */
+	size_t max_io;             /* most bytes in one blk request */
+	bool use16;
+	atomic_bool dirty;         /* written since the last SYNCHRONIZE CACHE */
+	pthread_mutex_t lock;      /* guards `writes` */
+	pthread_cond_t cv;
+	struct blk_req *writes;    /* writes in flight (their block extents) */
+	struct blk_req *reqs;      /* one per pool slice */
+	atomic_uint_fast64_t rmw_count;
+};
+
+/*
+ * Done callback: err is 0 or a negative errno; for a read, data/len are
+ * the bytes read, valid only during the call; for a write, len is the byte
+ * count written.
+ */
+typedef void (*blk_done_fn)(void *arg, int err, const void *data, size_t len);
+
+/*
+ * Set up d for the LUN described by info on session s, with payload slices
+ * from pool (slice size must be >= max_io + 4 * block size).  Returns 0,
+ * -EINVAL (slice too small) or -ENOMEM.
+ */
+int blk_dev_init(struct blk_dev *d, struct iscsi_session *s, struct buf_pool *pool,
+		 const struct iscsi_lun_info *info, size_t max_io);
+void blk_dev_fini(struct blk_dev *d);
+
+/*
+ * Read len bytes at byte offset off (off + len <= size, 0 < len <= max_io).
+ * Waits for a free slice.  Returns 0 (cb will be called once) or -EINVAL.
+ */
+int blk_read(struct blk_dev *d, uint64_t off, size_t len, blk_done_fn cb, void *arg);
+
+/*
+ * Start a write of len bytes at off (same limits as blk_read): returns a
+ * request and, in *payload, where the caller must put the len bytes before
+ * blk_write_submit.  Waits for a free slice.  NULL on bad arguments.
+ */
+struct blk_req *blk_write_prepare(struct blk_dev *d, uint64_t off, size_t len, void **payload);
+/* Submit a prepared write; cb is called exactly once. */
+void blk_write_submit(struct blk_req *r, blk_done_fn cb, void *arg);
+/* Abandon a prepared write (returns its slice). */
+void blk_write_cancel(struct blk_req *r);
+
+/*
+ * SYNCHRONIZE CACHE of the whole LUN if anything was written since the
+ * last one (SBC-3 §5.22/§5.23).  cb is called once (data NULL).  Returns 0
+ * or -ENOMEM.
+ */
+int blk_sync(struct blk_dev *d, blk_done_fn cb, void *arg);
+
+#endif

@@ -1,0 +1,130 @@
+/* SPDX-License-Identifier: MIT */
+#include "pool.h"
+
+#include <errno.h>
+#include <pthread.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <sys/mman.h>
+
+struct buf_pool {
+	pthread_mutex_t lock;
+	pthread_cond_t cv;
+	uint8_t *base;
+	size_t slice_size, len;
+	unsigned nslices, nfree, max_in_use;
+	unsigned *free_stack; /* indices of free slices; top = nfree - 1 */
+};
+
+int buf_pool_create(struct buf_pool **out, size_t slice_size, unsigned nslices)
+{
+	if (!slice_size || !nslices)
+		return -EINVAL;
+	slice_size = (slice_size + 4095) & ~(size_t)4095;
+	if (slice_size > SIZE_MAX / nslices)
+		return -EINVAL;
+	struct buf_pool *p = calloc(1, sizeof(*p));
+	if (!p)
+		return -ENOMEM;
+	p->slice_size = slice_size;
+	p->nslices = nslices;
+	p->len = slice_size * nslices;
+	p->free_stack = calloc(nslices, sizeof(*p->free_stack));
+	p->base = mmap(NULL, p->len, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+	if (!p->free_stack || p->base == MAP_FAILED) {
+		if (p->base != MAP_FAILED && p->base)
+			munmap(p->base, p->len);
+		free(p->free_stack);
+		free(p);
+		return -ENOMEM;
+	}
+	madvise(p->base, p->len, MADV_HUGEPAGE);
+	for (unsigned i = 0; i < nslices; i++)
+		p->free_stack[i] = nslices - 1 - i;
+	p->nfree = nslices;
+	pthread_mutex_init(&p->lock, NULL);
+	pthread_cond_init(&p->cv, NULL);
+	*out = p;
+	return 0;
+}
+
+static void *take(struct buf_pool *p, unsigned *index)
+{
+	unsigned i = p->free_stack[--p->nfree];
+	unsigned used = p->nslices - p->nfree;
+	if (used > p->max_in_use)
+		p->max_in_use = used;
+	if (index)
+		*index = i;
+	return p->base + (size_t)i * p->slice_size;
+}
+
+void *buf_pool_get(struct buf_pool *p, unsigned *index)
+{
+	pthread_mutex_lock(&p->lock);
+	while (p->nfree == 0)
+		pthread_cond_wait(&p->cv, &p->lock);
+	void *s = take(p, index);
+	pthread_mutex_unlock(&p->lock);
+	return s;
+}
+
+void *buf_pool_tryget(struct buf_pool *p, unsigned *index)
+{
+	void *s = NULL;
+	pthread_mutex_lock(&p->lock);
+	if (p->nfree)
+		s = take(p, index);
+	pthread_mutex_unlock(&p->lock);
+	return s;
+}
+
+void buf_pool_put(struct buf_pool *p, void *slice)
+{
+	uint8_t *b = slice;
+	if (b < p->base || b >= p->base + p->len || (size_t)(b - p->base) % p->slice_size) {
+		fprintf(stderr, "iserfuse: buf_pool_put of a pointer outside the pool\n");
+		abort();
+	}
+	pthread_mutex_lock(&p->lock);
+	if (p->nfree == p->nslices) {
+		fprintf(stderr, "iserfuse: buf_pool_put: slice returned twice\n");
+		abort();
+	}
+	p->free_stack[p->nfree++] = (unsigned)((size_t)(b - p->base) / p->slice_size);
+	pthread_cond_signal(&p->cv);
+	pthread_mutex_unlock(&p->lock);
+}
+
+size_t buf_pool_slice_size(const struct buf_pool *p) { return p->slice_size; }
+unsigned buf_pool_nslices(const struct buf_pool *p) { return p->nslices; }
+void *buf_pool_base(const struct buf_pool *p) { return p->base; }
+size_t buf_pool_len(const struct buf_pool *p) { return p->len; }
+
+unsigned buf_pool_in_use(struct buf_pool *p)
+{
+	pthread_mutex_lock(&p->lock);
+	unsigned n = p->nslices - p->nfree;
+	pthread_mutex_unlock(&p->lock);
+	return n;
+}
+
+unsigned buf_pool_max_in_use(struct buf_pool *p)
+{
+	pthread_mutex_lock(&p->lock);
+	unsigned n = p->max_in_use;
+	pthread_mutex_unlock(&p->lock);
+	return n;
+}
+
+void buf_pool_destroy(struct buf_pool *p)
+{
+	if (!p)
+		return;
+	munmap(p->base, p->len);
+	free(p->free_stack);
+	pthread_mutex_destroy(&p->lock);
+	pthread_cond_destroy(&p->cv);
+	free(p);
+}

@@ -1,0 +1,44 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * The payload buffer pool: one allocation made at mount time, carved into
+ * equal slices.  Every payload byte of every SCSI command lives in a
+ * slice, so an RDMA transport can register the whole pool once.
+ * Thread-safe.  Exhaustion blocks the caller until a slice is returned
+ * (back-pressure); it never fails a request.
+ */
+#ifndef ISERFUSE_POOL_H
+#define ISERFUSE_POOL_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+struct buf_pool;
+
+/*
+ * Create a pool of `nslices` slices of `slice_size` bytes (rounded up to
+ * 4096).  The memory is one anonymous mapping, page aligned, advised for
+ * huge pages.  Returns 0, -EINVAL (zero sizes or overflow) or -ENOMEM.
+ * The caller owns *out (buf_pool_destroy).
+ */
+int buf_pool_create(struct buf_pool **out, size_t slice_size, unsigned nslices);
+
+/* Take a slice, waiting while none is free.  *index (may be NULL) gets its number, 0..nslices-1. */
+void *buf_pool_get(struct buf_pool *p, unsigned *index);
+/* Take a slice if one is free, else NULL. */
+void *buf_pool_tryget(struct buf_pool *p, unsigned *index);
+/* Return a slice obtained from this pool.  Passing anything else aborts. */
+void buf_pool_put(struct buf_pool *p, void *slice);
+
+size_t buf_pool_slice_size(const struct buf_pool *p);
+unsigned buf_pool_nslices(const struct buf_pool *p);
+/* The whole region, for a one-time RDMA registration. */
+void *buf_pool_base(const struct buf_pool *p);
+size_t buf_pool_len(const struct buf_pool *p);
+/* Slices handed out now / at most so far. */
+unsigned buf_pool_in_use(struct buf_pool *p);
+unsigned buf_pool_max_in_use(struct buf_pool *p);
+
+/* Unmap the pool.  All slices must have been returned. */
+void buf_pool_destroy(struct buf_pool *p);
+
+#endif

@@ -1,0 +1,53 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * The FUSE gateway: one directory of LUN files backed by one iSCSI session.
+ * State is set up before the FUSE loop starts and read-only afterwards,
+ * except what blk_dev guards itself.
+ */
+#ifndef ISERFUSE_GATEWAY_H
+#define ISERFUSE_GATEWAY_H
+
+#define FUSE_USE_VERSION 312
+#include <fuse_lowlevel.h>
+#include <stdbool.h>
+#include <time.h>
+
+#include "../cache/blkio.h"
+#include "../cache/pool.h"
+#include "../initiator/lun.h"
+
+#define GW_MAX_LUNS 256
+
+struct gw_lun {
+	char name[16];          /* "lun<N>" */
+	fuse_ino_t ino;
+	bool ro;                /* -o ro or write protected */
+	struct iscsi_lun_info info;
+	struct blk_dev dev;
+};
+
+struct gw {
+	struct iscsi_session *s;
+	struct buf_pool *pool;
+	struct gw_lun *luns;
+	size_t nluns;
+	size_t max_io;          /* bytes per FUSE read/write */
+	bool ro;
+	uid_t uid;
+	gid_t gid;
+	struct timespec mtime;
+};
+
+/* The FUSE low-level operations (fs.c); userdata is a struct gw. */
+extern const struct fuse_lowlevel_ops gw_ops;
+
+/*
+ * The initiator name to use when none is given: read from the state file
+ * ($STATE_DIRECTORY, /var/lib/iserfuse when root, else
+ * $XDG_STATE_HOME/iserfuse or ~/.local/state/iserfuse), created once with a
+ * random suffix.  Returns 0 or a negative errno (out gets a usable name
+ * anyway).
+ */
+int gw_default_initiator_name(char *out, size_t cap);
+
+#endif

@@ -1,0 +1,426 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * iserfuse [options] URL MOUNTPOINT
+ *
+ * Order of work, so that every failure comes before anything is mounted:
+ * parse options and URL (fuse_opt, fuse_session_new validates the FUSE
+ * options), fork unless -f (the parent waits for the child's "mounted"),
+ * connect and log in, probe the LUNs, create the pool, mount, report
+ * success, detach, serve.  On unmount or SIGTERM/SIGINT: leave the loop,
+ * SYNCHRONIZE CACHE every LUN written, Logout, exit 0.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <signal.h>
+#include <stddef.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "../initiator/log.h"
+#include "../initiator/url.h"
+#include "gateway.h"
+
+#ifndef ISERFUSE_VERSION
+#define ISERFUSE_VERSION "0.1.0"
+#endif
+
+#define DEFAULT_MAX_IO (512u * 1024u)
+#define DEFAULT_QUEUE_DEPTH 128u
+#define BLOCK_SIZE_MAX 4096u
+
+struct options {
+	char *url;
+	char *initiator_name;
+	unsigned queue_depth;
+	unsigned max_io_kib;
+	unsigned pool_slices;
+	unsigned login_timeout;
+	int ro;
+	int nonopts;
+	int show_help, show_version;
+};
+
+enum { KEY_RO, KEY_HELP, KEY_VERSION };
+
+#define OPT(t, p) {t, offsetof(struct options, p), 1}
+static const struct fuse_opt option_spec[] = {
+	OPT("initiator_name=%s", initiator_name),
+	OPT("queue_depth=%u", queue_depth),
+	OPT("max_io_kib=%u", max_io_kib),
+	OPT("pool_slices=%u", pool_slices),
+	OPT("login_timeout=%u", login_timeout),
+	FUSE_OPT_KEY("ro", KEY_RO),
+	FUSE_OPT_KEY("-h", KEY_HELP),
+	FUSE_OPT_KEY("--help", KEY_HELP),
+	FUSE_OPT_KEY("-V", KEY_VERSION),
+	FUSE_OPT_KEY("--version", KEY_VERSION),
+	FUSE_OPT_END,
+};
+
+static void usage(FILE *f)
+{
+	fprintf(f,
+		"usage: iserfuse [options] iscsi://[user[%%password]@]host[:port]/target-iqn[/lun] MOUNTPOINT\n"
+		"\n"
+		"Exposes the disk LUNs of an iSCSI target as files MOUNTPOINT/lun<N>.\n"
+		"\n"
+		"iserfuse options:\n"
+		"    -o initiator_name=IQN  initiator name (default: generated once per host and kept)\n"
+		"    -o ro                  read-only mount (EROFS on write)\n"
+		"    -o queue_depth=N       most SCSI commands outstanding (default %u)\n"
+		"    -o max_io_kib=N        largest FUSE read/write in KiB (default %u)\n"
+		"    -o pool_slices=N       payload buffers in the pool (default: queue_depth)\n"
+		"    -o login_timeout=S     connect and login timeout in seconds (default 15)\n"
+		"    -f                     stay in the foreground\n"
+		"    -d                     debug output (implies -f)\n"
+		"    -s                     single-threaded FUSE loop\n"
+		"    -o allow_other         let other users use the mount (needs user_allow_other)\n"
+		"    -h, --help             this text and the FUSE options\n"
+		"    -V, --version          versions\n"
+		"\n",
+		DEFAULT_QUEUE_DEPTH, DEFAULT_MAX_IO / 1024);
+}
+
+static int opt_proc(void *data, const char *arg, int key, struct fuse_args *outargs)
+{
+	struct options *o = data;
+	(void)outargs;
+	switch (key) {
+	case FUSE_OPT_KEY_NONOPT:
+		if (!o->url) {
+			o->url = strdup(arg);
+			return 0;
+		}
+		if (++o->nonopts > 1) {
+			fprintf(stderr, "iserfuse: unexpected argument '%s'\n", arg);
+			return -1;
+		}
+		return 1; /* the mount point, for fuse_parse_cmdline */
+	case KEY_RO:
+		o->ro = 1;
+		return 1; /* the kernel mount is read-only too */
+	case KEY_HELP:
+		o->show_help = 1;
+		return 0;
+	case KEY_VERSION:
+		o->show_version = 1;
+		return 0;
+	default:
+		return 1;
+	}
+}
+
+/* ---- setting up the session and the LUN files ---- */
+
+static int open_luns(struct gw *g, const struct iscsi_url *url, char *err, size_t err_cap)
+{
+	uint16_t luns[GW_MAX_LUNS];
+	size_t nluns = 0;
+	struct iscsi_lun_info *infos = calloc(GW_MAX_LUNS, sizeof(*infos));
+	void *scratch = buf_pool_get(g->pool, NULL);
+	int rc = 0;
+
+	if (!infos) {
+		rc = -ENOMEM;
+		goto out;
+	}
+	if (url->lun >= 0) {
+		luns[0] = (uint16_t)url->lun;
+		nluns = 1;
+	} else if ((rc = iscsi_report_luns(g->s, scratch, buf_pool_slice_size(g->pool), luns, GW_MAX_LUNS, &nluns))) {
+		snprintf(err, err_cap, "REPORT LUNS failed: %s", strerror(-rc));
+		goto out;
+	}
+	size_t ndisk = 0;
+	for (size_t i = 0; i < nluns; i++) {
+		struct iscsi_lun_info *info = &infos[ndisk];
+		rc = iscsi_lun_probe(g->s, luns[i], scratch, buf_pool_slice_size(g->pool), info);
+		if (rc) {
+			if (url->lun >= 0) {
+				snprintf(err, err_cap, "LUN %u: %s", luns[i], strerror(-rc));
+				goto out;
+			}
+			log_warn("LUN %u: probe failed (%s), skipped", luns[i], strerror(-rc));
+			rc = 0;
+			continue;
+		}
+		if (info->inq.qualifier != 0 || info->inq.device_type != 0) {
+			if (url->lun >= 0) {
+				snprintf(err, err_cap, "LUN %u is not a disk (peripheral device type 0x%02x)", luns[i],
+					 info->inq.device_type);
+				rc = -ENODEV;
+				goto out;
+			}
+			log_info("LUN %u: peripheral device type 0x%02x, not a disk: skipped", luns[i],
+				 info->inq.device_type);
+			continue;
+		}
+		if (info->cap.block_size > BLOCK_SIZE_MAX) {
+			log_warn("LUN %u: %u-byte blocks are not supported, skipped", luns[i], info->cap.block_size);
+			if (url->lun >= 0) {
+				snprintf(err, err_cap, "LUN %u: %u-byte blocks are not supported", luns[i],
+					 info->cap.block_size);
+				rc = -ENOTSUP;
+				goto out;
+			}
+			continue;
+		}
+		ndisk++;
+	}
+	if (ndisk == 0) {
+		snprintf(err, err_cap, "target %s has no disk LUN", url->target);
+		rc = -ENODEV;
+		goto out;
+	}
+	g->luns = calloc(ndisk, sizeof(*g->luns));
+	if (!g->luns) {
+		rc = -ENOMEM;
+		goto out;
+	}
+	for (size_t i = 0; i < ndisk; i++) {
+		struct gw_lun *l = &g->luns[i];
+		l->info = infos[i];
+		snprintf(l->name, sizeof(l->name), "lun%u", infos[i].lun);
+		l->ino = 2 + i;
+		l->ro = g->ro || infos[i].wp;
+		if ((rc = blk_dev_init(&l->dev, g->s, g->pool, &infos[i], g->max_io))) {
+			snprintf(err, err_cap, "LUN %u: %s", infos[i].lun, strerror(-rc));
+			goto out;
+		}
+		g->nluns++;
+		log_info("%s: %s %s, %llu blocks of %u bytes%s", l->name, infos[i].inq.vendor, infos[i].inq.product,
+			 (unsigned long long)infos[i].cap.nblocks, infos[i].cap.block_size,
+			 infos[i].wp ? ", write protected" : "");
+	}
+out:
+	if (rc && !err[0])
+		snprintf(err, err_cap, "%s", strerror(-rc));
+	buf_pool_put(g->pool, scratch);
+	free(infos);
+	return rc;
+}
+
+static void sync_all_done(void *arg, int err, const void *data, size_t len)
+{
+	int *res = arg;
+	(void)data;
+	(void)len;
+	__atomic_store_n(res, err ? err : 1, __ATOMIC_SEQ_CST);
+}
+
+static void sync_all(struct gw *g)
+{
+	for (size_t i = 0; i < g->nluns; i++) {
+		int res = 0;
+		if (g->luns[i].ro || blk_sync(&g->luns[i].dev, sync_all_done, &res))
+			continue;
+		for (int waited = 0; !__atomic_load_n(&res, __ATOMIC_SEQ_CST) && waited < 30000; waited += 10)
+			usleep(10000);
+		if (res < 0)
+			log_err("%s: SYNCHRONIZE CACHE failed: %s", g->luns[i].name, strerror(-res));
+	}
+}
+
+/* ---- daemon start-up ---- */
+
+static void report_ready(int fd)
+{
+	if (fd < 0)
+		return;
+	if (write(fd, "K", 1) != 1)
+		log_warn("cannot tell the parent process that the mount is ready");
+	close(fd);
+}
+
+static void detach_stdio(void)
+{
+	int fd = open("/dev/null", O_RDWR);
+	if (fd >= 0) {
+		dup2(fd, 0);
+		dup2(fd, 1);
+		dup2(fd, 2);
+		if (fd > 2)
+			close(fd);
+	}
+	log_use_syslog(true);
+}
+
+/* Fork: the parent exits 0 once the child reports the mount ready, else with the child's status. */
+static int daemon_fork(int *ready_fd)
+{
+	int p[2];
+	if (pipe(p)) {
+		perror("iserfuse: pipe");
+		return -1;
+	}
+	pid_t pid = fork();
+	if (pid < 0) {
+		perror("iserfuse: fork");
+		return -1;
+	}
+	if (pid > 0) {
+		char c;
+		close(p[1]);
+		if (read(p[0], &c, 1) == 1 && c == 'K')
+			_exit(0);
+		int st = 0;
+		if (waitpid(pid, &st, 0) < 0 || !WIFEXITED(st) || WEXITSTATUS(st) == 0)
+			_exit(1);
+		_exit(WEXITSTATUS(st));
+	}
+	close(p[0]);
+	setsid();
+	*ready_fd = p[1];
+	return 0;
+}
+
+int main(int argc, char **argv)
+{
+	struct fuse_args args = FUSE_ARGS_INIT(argc, argv);
+	struct options o = {0};
+	struct fuse_cmdline_opts cmd = {0};
+	struct iscsi_url url;
+	struct gw g = {0};
+	struct fuse_session *se = NULL;
+	char err[512] = "";
+	int ready_fd = -1, rc = 1;
+
+	if (fuse_opt_parse(&args, &o, option_spec, opt_proc) == -1)
+		return 1;
+	if (o.show_version) {
+		printf("iserfuse %s\nFUSE library %s\n", ISERFUSE_VERSION, fuse_pkgversion());
+		return 0;
+	}
+	if (o.show_help) {
+		usage(stdout);
+		fuse_lowlevel_help();
+		return 0;
+	}
+	if (fuse_parse_cmdline(&args, &cmd) != 0)
+		return 1;
+	if (!o.url || !cmd.mountpoint) {
+		fprintf(stderr, "iserfuse: %s\n", !o.url ? "missing URL and mount point" : "missing mount point");
+		usage(stderr);
+		return 1;
+	}
+	if (iscsi_url_parse(o.url, true, &url, err, sizeof(err))) {
+		fprintf(stderr, "iserfuse: bad URL: %s\n", err);
+		return 1;
+	}
+	if (url.iser) {
+		fprintf(stderr, "iserfuse: iSER transport (?iser) is not available in this build\n");
+		return 1;
+	}
+	if (url.user[0] || url.password[0]) {
+		fprintf(stderr, "iserfuse: CHAP credentials in the URL are not supported yet\n");
+		iscsi_url_wipe(&url);
+		return 1;
+	}
+	struct stat st;
+	if (stat(cmd.mountpoint, &st) || !S_ISDIR(st.st_mode)) {
+		fprintf(stderr, "iserfuse: mount point %s is not a directory\n", cmd.mountpoint);
+		return 1;
+	}
+	if (cmd.debug)
+		log_set_level(LOG_LVL_DEBUG);
+
+	unsigned qd = o.queue_depth ? o.queue_depth : DEFAULT_QUEUE_DEPTH;
+	size_t max_io = (size_t)(o.max_io_kib ? o.max_io_kib : DEFAULT_MAX_IO / 1024) * 1024;
+	if (qd > 4096 || max_io < 4096 || max_io > 4u * 1024 * 1024 || max_io % 4096) {
+		fprintf(stderr, "iserfuse: queue_depth must be 1..4096 and max_io_kib a multiple of 4 in 4..4096\n");
+		return 1;
+	}
+	g.max_io = max_io;
+	g.ro = o.ro;
+	g.uid = getuid();
+	g.gid = getgid();
+	clock_gettime(CLOCK_REALTIME, &g.mtime);
+
+	char maxread[64];
+	snprintf(maxread, sizeof(maxread), "-omax_read=%zu", max_io);
+	fuse_opt_add_arg(&args, maxread);
+	fuse_opt_add_arg(&args, "-osubtype=iserfuse");
+	/* Validates the FUSE options (unknown ones fail here, before anything else). */
+	se = fuse_session_new(&args, &gw_ops, sizeof(gw_ops), &g);
+	if (!se)
+		return 1;
+
+	if (!cmd.foreground && daemon_fork(&ready_fd))
+		goto out;
+
+	struct iscsi_session_config sc = {
+		.transport = &iscsi_tcp_transport,
+		.port = url.port,
+		.queue_depth = qd,
+		.timeout_ms = (int)(o.login_timeout ? o.login_timeout : 15) * 1000,
+	};
+	snprintf(sc.host, sizeof(sc.host), "%s", url.host);
+	snprintf(sc.target_name, sizeof(sc.target_name), "%s", url.target);
+	if (o.initiator_name)
+		snprintf(sc.initiator_name, sizeof(sc.initiator_name), "%s", o.initiator_name);
+	else if (gw_default_initiator_name(sc.initiator_name, sizeof(sc.initiator_name)))
+		log_info("cannot keep the generated initiator name; using %s", sc.initiator_name);
+	iscsi_neg_config_default(&sc.neg);
+
+	if (iscsi_session_open(&sc, &g.s, err, sizeof(err))) {
+		fprintf(stderr, "iserfuse: %s\n", err);
+		goto out;
+	}
+	unsigned slices = o.pool_slices ? o.pool_slices : qd;
+	int prc = buf_pool_create(&g.pool, max_io + 4 * BLOCK_SIZE_MAX, slices < 2 ? 2 : slices);
+	if (prc) {
+		fprintf(stderr, "iserfuse: cannot allocate the buffer pool (%u x %zu bytes): %s\n", slices,
+			max_io + 4 * BLOCK_SIZE_MAX, strerror(-prc));
+		goto out_session;
+	}
+	if (open_luns(&g, &url, err, sizeof(err))) {
+		fprintf(stderr, "iserfuse: %s\n", err);
+		goto out_session;
+	}
+	if (fuse_set_signal_handlers(se) || fuse_session_mount(se, cmd.mountpoint)) {
+		fprintf(stderr, "iserfuse: cannot mount on %s\n", cmd.mountpoint);
+		goto out_session;
+	}
+	report_ready(ready_fd);
+	ready_fd = -1;
+	if (!cmd.foreground) {
+		if (chdir("/"))
+			log_warn("chdir /: %s", strerror(errno));
+		detach_stdio();
+	}
+
+	int lrc;
+	if (cmd.singlethread) {
+		lrc = fuse_session_loop(se);
+	} else {
+		struct fuse_loop_config *lc = fuse_loop_cfg_create();
+		fuse_loop_cfg_set_clone_fd(lc, cmd.clone_fd);
+		fuse_loop_cfg_set_idle_threads(lc, cmd.max_idle_threads);
+		fuse_loop_cfg_set_max_threads(lc, cmd.max_threads ? cmd.max_threads : 16);
+		lrc = fuse_session_loop_mt(se, lc);
+		fuse_loop_cfg_destroy(lc);
+	}
+	fuse_session_unmount(se);
+	fuse_remove_signal_handlers(se);
+	sync_all(&g);
+	rc = lrc < 0 ? 1 : 0;
+out_session:
+	iscsi_session_close(g.s, 10000);
+	for (size_t i = 0; i < g.nluns; i++)
+		blk_dev_fini(&g.luns[i].dev);
+	free(g.luns);
+	buf_pool_destroy(g.pool);
+out:
+	if (se)
+		fuse_session_destroy(se);
+	iscsi_url_wipe(&url);
+	free(cmd.mountpoint);
+	free(o.url);
+	free(o.initiator_name);
+	fuse_opt_free_args(&args);
+	return rc;
+}

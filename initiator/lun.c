@@ -1,0 +1,127 @@
+/* SPDX-License-Identifier: MIT */
+#include "lun.h"
+
+#include <errno.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "log.h"
+
+int iscsi_exec_retry(struct iscsi_session *s, struct iscsi_cmd *cmd, struct iscsi_cmd_result *res)
+{
+	for (int attempt = 0;; attempt++) {
+		int rc = iscsi_session_exec(s, cmd, res);
+		if (rc)
+			return rc;
+		rc = iscsi_cmd_result_errno(res);
+		if (rc == 0)
+			return 0;
+		if (res->err || attempt == 8 || !scsi_status_retryable(res->status, res->has_sense ? &res->sense : NULL))
+			return rc;
+		usleep(attempt ? 100000u : 0u);
+	}
+}
+
+static int run(struct iscsi_session *s, uint64_t lun_field, uint8_t *cdb, size_t cdb_len, void *buf,
+	       uint32_t len, uint32_t *got)
+{
+	struct iscsi_cmd cmd = {.lun = lun_field, .cdb_len = (uint8_t)cdb_len, .buf = len ? buf : NULL, .len = len,
+				.dir = len ? ISCSI_DIR_READ : ISCSI_DIR_NONE};
+	struct iscsi_cmd_result res;
+	memcpy(cmd.cdb, cdb, cdb_len);
+	int rc = iscsi_exec_retry(s, &cmd, &res);
+	if (got)
+		*got = rc ? 0 : res.xfer_len;
+	return rc;
+}
+
+int iscsi_report_luns(struct iscsi_session *s, void *buf, size_t buflen, uint16_t *luns, size_t max, size_t *count)
+{
+	uint8_t cdb[SCSI_CDB_MAX];
+	uint32_t len = buflen > 65536 ? 65536 : (uint32_t)buflen, got;
+	size_t total = 0;
+	int rc = run(s, 0, cdb, scsi_cdb_report_luns(cdb, len), buf, len, &got);
+	if (rc)
+		return rc;
+	rc = scsi_parse_report_luns(buf, got, luns, max, count, &total);
+	if (rc == 0 && total > *count)
+		log_warn("target reports %zu LUNs, using the first %zu", total, *count);
+	return rc;
+}
+
+static void probe_vpd(struct iscsi_session *s, struct iscsi_lun_info *o, uint8_t *buf, uint32_t len)
+{
+	uint8_t cdb[SCSI_CDB_MAX], pages[64];
+	size_t npages = 0;
+	uint32_t got;
+	if (len > 4096)
+		len = 4096;
+	if (run(s, o->lun_field, cdb, scsi_cdb_inquiry(cdb, true, 0x00, (uint16_t)len), buf, len, &got) ||
+	    scsi_parse_vpd_supported(buf, got, pages, sizeof(pages), &npages))
+		return;
+	for (size_t i = 0; i < npages; i++) {
+		uint8_t pg = pages[i];
+		if (pg != 0x80 && pg != 0x83 && pg != 0xb0 && pg != 0xb2)
+			continue;
+		if (run(s, o->lun_field, cdb, scsi_cdb_inquiry(cdb, true, pg, (uint16_t)len), buf, len, &got))
+			continue;
+		if (pg == 0x80) {
+			scsi_parse_vpd_serial(buf, got, o->serial, sizeof(o->serial));
+		} else if (pg == 0x83) {
+			struct scsi_designator d[8];
+			size_t nd = 0;
+			if (scsi_parse_vpd_devid(buf, got, d, 8, &nd) == 0 &&
+			    scsi_designator_name(d, nd, o->devid, sizeof(o->devid)) < 0)
+				o->devid[0] = '\0';
+		} else if (pg == 0xb0) {
+			o->have_block_limits = scsi_parse_vpd_block_limits(buf, got, &o->bl) == 0;
+		} else {
+			o->have_lbp = scsi_parse_vpd_lbp(buf, got, &o->lbp) == 0;
+		}
+	}
+}
+
+int iscsi_lun_probe(struct iscsi_session *s, uint16_t lun, void *vbuf, size_t buflen, struct iscsi_lun_info *o)
+{
+	uint8_t cdb[SCSI_CDB_MAX], *buf = vbuf;
+	uint32_t got, len = buflen > 4096 ? 4096 : (uint32_t)buflen;
+	int rc;
+
+	memset(o, 0, sizeof(*o));
+	o->lun = lun;
+	o->lun_field = scsi_lun_encode(lun);
+	if ((rc = run(s, o->lun_field, cdb, scsi_cdb_inquiry(cdb, false, 0, 96), buf, 96, &got)))
+		return rc;
+	if ((rc = scsi_parse_inquiry(buf, got, &o->inq)))
+		return rc;
+	if (o->inq.qualifier != 0 || o->inq.device_type != 0)
+		return 0;
+	/* TEST UNIT READY consumes the power-on UNIT ATTENTION. */
+	if ((rc = run(s, o->lun_field, cdb, scsi_cdb_test_unit_ready(cdb), NULL, 0, NULL)))
+		return rc;
+	probe_vpd(s, o, buf, len);
+
+	rc = run(s, o->lun_field, cdb, scsi_cdb_read_capacity16(cdb, 32), buf, 32, &got);
+	if (rc == 0 && (rc = scsi_parse_read_capacity16(buf, got, &o->cap)) == 0) {
+		o->use16 = true;
+	} else {
+		rc = run(s, o->lun_field, cdb, scsi_cdb_read_capacity10(cdb), buf, 8, &got);
+		if (rc || (rc = scsi_parse_read_capacity10(buf, got, &o->cap)))
+			return rc;
+	}
+	if (o->cap.nblocks == 0 || o->cap.block_size < 512 || o->cap.block_size > 65536 ||
+	    (o->cap.block_size & (o->cap.block_size - 1)))
+		return -EPROTO;
+
+	rc = run(s, o->lun_field, cdb, scsi_cdb_mode_sense6(cdb, 0x3f, 0, 255), buf, 255, &got);
+	if (rc == 0)
+		rc = scsi_parse_mode_sense6_wp(buf, got, &o->wp);
+	if (rc) {
+		rc = run(s, o->lun_field, cdb, scsi_cdb_mode_sense10(cdb, 0x3f, 0, 512), buf, 512, &got);
+		if (rc == 0)
+			rc = scsi_parse_mode_sense10_wp(buf, got, &o->wp);
+		if (rc)
+			o->wp = false; /* no mode pages: assume writable, writes will say otherwise */
+	}
+	return 0;
+}

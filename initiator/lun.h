@@ -1,0 +1,55 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * Discovering what a target offers: REPORT LUNS and the per-LUN probe
+ * (TEST UNIT READY, INQUIRY with VPD 0x00/0x80/0x83/0xB0/0xB2, READ
+ * CAPACITY(16) with fallback to (10), MODE SENSE for the WP bit).
+ * Synchronous: runs on the caller's thread, never on the event thread.
+ * Payload goes through the caller's buffer (a pool slice).
+ */
+#ifndef ISERFUSE_LUN_H
+#define ISERFUSE_LUN_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "scsi.h"
+#include "session.h"
+
+struct iscsi_lun_info {
+	uint16_t lun;
+	uint64_t lun_field;          /* BHS LUN field */
+	struct scsi_inquiry inq;
+	struct scsi_capacity cap;    /* valid for disks (inq.device_type == 0) */
+	bool wp;                     /* write protected (MODE SENSE) */
+	bool use16;                  /* READ CAPACITY(16) worked: prefer 16-byte CDBs for SYNCHRONIZE CACHE */
+	bool have_block_limits, have_lbp;
+	struct scsi_block_limits bl;
+	struct scsi_lbp lbp;
+	char serial[256];            /* VPD 0x80, "" if none */
+	char devid[300];             /* scsi_designator_name of VPD 0x83, "" if none */
+};
+
+/*
+ * REPORT LUNS (SPC-4 §6.33) into luns[] (up to max, sorted as the target
+ * sent them), *count set.  buf is a scratch payload buffer of buflen bytes
+ * (>= 4096).  Returns 0 or a negative errno (status/sense mapped by
+ * scsi_status_to_errno).
+ */
+int iscsi_report_luns(struct iscsi_session *s, void *buf, size_t buflen, uint16_t *luns, size_t max, size_t *count);
+
+/*
+ * Probe one LUN.  For a non-disk device only lun/lun_field/inq are filled.
+ * buf: scratch payload buffer of buflen bytes (>= 4096).  Returns 0 or a
+ * negative errno; UNIT ATTENTION and NOT READY (becoming ready) are retried.
+ */
+int iscsi_lun_probe(struct iscsi_session *s, uint16_t lun, void *buf, size_t buflen, struct iscsi_lun_info *out);
+
+/*
+ * Execute cmd synchronously, retrying retryable failures (UNIT ATTENTION,
+ * BUSY, TASK SET FULL, becoming ready) up to 8 times with a short back-off.
+ * Returns 0 on GOOD with *res filled, else a negative errno.
+ */
+int iscsi_exec_retry(struct iscsi_session *s, struct iscsi_cmd *cmd, struct iscsi_cmd_result *res);
+
+#endif

@@ -1,0 +1,203 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * SCSI layer: CDB builders and response parsers for the commands iserfuse
+ * issues (SPC-4, SBC-3), sense data in fixed and descriptor format, and the
+ * one table that maps SCSI status and sense to a negative errno.
+ *
+ * Pure functions: no I/O, no allocation.  Every parser takes the buffer and
+ * the number of valid bytes in it (the transfer length minus the residual)
+ * and never reads past that; malformed or truncated data gives -EPROTO.
+ */
+#ifndef ISERFUSE_SCSI_H
+#define ISERFUSE_SCSI_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#define SCSI_CDB_MAX 16u
+#define SCSI_SENSE_MAX 252u
+
+/* SAM status codes */
+enum scsi_status {
+	SCSI_STATUS_GOOD = 0x00,
+	SCSI_STATUS_CHECK_CONDITION = 0x02,
+	SCSI_STATUS_CONDITION_MET = 0x04,
+	SCSI_STATUS_BUSY = 0x08,
+	SCSI_STATUS_RESERVATION_CONFLICT = 0x18,
+	SCSI_STATUS_TASK_SET_FULL = 0x28,
+	SCSI_STATUS_ACA_ACTIVE = 0x30,
+	SCSI_STATUS_TASK_ABORTED = 0x40,
+};
+
+/* Sense keys (SPC-4 §4.5.6) */
+enum scsi_sense_key {
+	SCSI_SK_NO_SENSE = 0x0,
+	SCSI_SK_RECOVERED_ERROR = 0x1,
+	SCSI_SK_NOT_READY = 0x2,
+	SCSI_SK_MEDIUM_ERROR = 0x3,
+	SCSI_SK_HARDWARE_ERROR = 0x4,
+	SCSI_SK_ILLEGAL_REQUEST = 0x5,
+	SCSI_SK_UNIT_ATTENTION = 0x6,
+	SCSI_SK_DATA_PROTECT = 0x7,
+	SCSI_SK_BLANK_CHECK = 0x8,
+	SCSI_SK_VENDOR_SPECIFIC = 0x9,
+	SCSI_SK_COPY_ABORTED = 0xa,
+	SCSI_SK_ABORTED_COMMAND = 0xb,
+	SCSI_SK_VOLUME_OVERFLOW = 0xd,
+	SCSI_SK_MISCOMPARE = 0xe,
+};
+
+/* Opcodes used */
+enum scsi_opcode {
+	SCSI_OP_TEST_UNIT_READY = 0x00,
+	SCSI_OP_INQUIRY = 0x12,
+	SCSI_OP_MODE_SENSE_6 = 0x1a,
+	SCSI_OP_READ_CAPACITY_10 = 0x25,
+	SCSI_OP_READ_10 = 0x28,
+	SCSI_OP_WRITE_10 = 0x2a,
+	SCSI_OP_SYNCHRONIZE_CACHE_10 = 0x35,
+	SCSI_OP_MODE_SENSE_10 = 0x5a,
+	SCSI_OP_READ_16 = 0x88,
+	SCSI_OP_WRITE_16 = 0x8a,
+	SCSI_OP_SYNCHRONIZE_CACHE_16 = 0x91,
+	SCSI_OP_SERVICE_ACTION_IN_16 = 0x9e, /* READ CAPACITY(16) is SA 0x10 */
+	SCSI_OP_REPORT_LUNS = 0xa0,
+};
+
+/* Parsed sense data (SPC-4 §4.5) */
+struct scsi_sense {
+	uint8_t response_code;   /* 0x70/0x71 fixed, 0x72/0x73 descriptor */
+	uint8_t key;             /* enum scsi_sense_key */
+	uint8_t asc, ascq;
+	bool info_valid;
+	uint64_t info;           /* INFORMATION field / descriptor type 0 */
+};
+
+/* ---- CDB builders: fill `cdb` (16 bytes, unused tail zeroed), return its length in bytes ---- */
+
+size_t scsi_cdb_test_unit_ready(uint8_t cdb[SCSI_CDB_MAX]);
+/* INQUIRY (SPC-4 §6.6): evpd=false gives the standard data (page must be 0). alloc_len in bytes. */
+size_t scsi_cdb_inquiry(uint8_t cdb[SCSI_CDB_MAX], bool evpd, uint8_t page, uint16_t alloc_len);
+/* REPORT LUNS (SPC-4 §6.33), SELECT REPORT 0; alloc_len in bytes (>= 16). */
+size_t scsi_cdb_report_luns(uint8_t cdb[SCSI_CDB_MAX], uint32_t alloc_len);
+/* READ CAPACITY(10) (SBC-3 §5.15), 8 bytes of data. */
+size_t scsi_cdb_read_capacity10(uint8_t cdb[SCSI_CDB_MAX]);
+/* READ CAPACITY(16) (SBC-3 §5.16); alloc_len bytes (32 is enough). */
+size_t scsi_cdb_read_capacity16(uint8_t cdb[SCSI_CDB_MAX], uint32_t alloc_len);
+/*
+ * READ (SBC-3 §5.8/§5.11) or WRITE (§5.32/§5.35) of `nblocks` logical
+ * blocks at `lba`: the 10-byte form when lba <= 0xffffffff and nblocks <=
+ * 0xffff, else the 16-byte form.  nblocks must be > 0.
+ */
+size_t scsi_cdb_read(uint8_t cdb[SCSI_CDB_MAX], uint64_t lba, uint32_t nblocks, bool fua);
+size_t scsi_cdb_write(uint8_t cdb[SCSI_CDB_MAX], uint64_t lba, uint32_t nblocks, bool fua);
+/* SYNCHRONIZE CACHE (SBC-3 §5.22/§5.23): 16-byte form if use16, else 10; nblocks 0 = to the end. */
+size_t scsi_cdb_sync_cache(uint8_t cdb[SCSI_CDB_MAX], bool use16, uint64_t lba, uint32_t nblocks);
+/* MODE SENSE(6) / (10) (SPC-4 §6.11/§6.12), PC=current, DBD set; alloc_len in bytes. */
+size_t scsi_cdb_mode_sense6(uint8_t cdb[SCSI_CDB_MAX], uint8_t page, uint8_t subpage, uint8_t alloc_len);
+size_t scsi_cdb_mode_sense10(uint8_t cdb[SCSI_CDB_MAX], uint8_t page, uint8_t subpage, uint16_t alloc_len);
+
+/* ---- Parsers ---- */
+
+struct scsi_inquiry {
+	uint8_t qualifier;       /* peripheral qualifier (bits 7-5 of byte 0) */
+	uint8_t device_type;     /* peripheral device type (bits 4-0): 0 = disk, 0x0c = controller */
+	bool removable;
+	uint8_t version;
+	char vendor[9], product[17], revision[5]; /* NUL-terminated, trailing spaces trimmed */
+};
+/* Standard INQUIRY data (SPC-4 §6.6.2); needs at least 36 bytes. */
+int scsi_parse_inquiry(const uint8_t *buf, size_t len, struct scsi_inquiry *out);
+
+/* VPD 0x00 supported pages (SPC-4 §7.8.14): fills pages[] (up to max), sets *count. */
+int scsi_parse_vpd_supported(const uint8_t *buf, size_t len, uint8_t *pages, size_t max, size_t *count);
+
+/* VPD 0x80 unit serial number (SPC-4 §7.8.15) into out (cap bytes, NUL-terminated, trimmed). */
+int scsi_parse_vpd_serial(const uint8_t *buf, size_t len, char *out, size_t cap);
+
+enum scsi_designator_type {
+	SCSI_DESIG_VENDOR = 0, SCSI_DESIG_T10 = 1, SCSI_DESIG_EUI64 = 2, SCSI_DESIG_NAA = 3,
+	SCSI_DESIG_RELATIVE_PORT = 4, SCSI_DESIG_TPG = 5, SCSI_DESIG_LUG = 6, SCSI_DESIG_MD5 = 7,
+	SCSI_DESIG_SCSI_NAME = 8,
+};
+struct scsi_designator {
+	uint8_t code_set;        /* 1 binary, 2 ASCII, 3 UTF-8 */
+	uint8_t association;     /* 0 = logical unit, 1 = target port, 2 = target device */
+	uint8_t type;            /* enum scsi_designator_type */
+	uint8_t len;             /* bytes in id */
+	uint8_t id[255];
+};
+/*
+ * VPD 0x83 device identification (SPC-4 §7.8.6): the designators in page
+ * order (up to max), *count set.  A descriptor running past the page is
+ * -EPROTO.
+ */
+int scsi_parse_vpd_devid(const uint8_t *buf, size_t len, struct scsi_designator *out, size_t max, size_t *count);
+/*
+ * The preferred LU designator (NAA > EUI-64 > T10 > SCSI name, association
+ * 0) formatted like /dev/disk/by-id: NAA and EUI-64 as lowercase hex with
+ * their prefix digit ("3" for NAA, "2" for EUI-64, as udev does), ASCII
+ * designators with spaces turned into '_' and '/' into '-'.  Returns the
+ * string length, or -ENOENT if none.
+ */
+int scsi_designator_name(const struct scsi_designator *d, size_t count, char *out, size_t cap);
+
+struct scsi_block_limits {  /* VPD 0xB0 (SBC-3 §6.6.4), values in blocks; 0 = not reported */
+	uint32_t max_xfer_len, opt_xfer_len, max_unmap_lba_count, max_unmap_desc_count;
+	uint32_t unmap_granularity;
+	uint64_t max_write_same_len;
+};
+int scsi_parse_vpd_block_limits(const uint8_t *buf, size_t len, struct scsi_block_limits *out);
+
+struct scsi_lbp {           /* VPD 0xB2 logical block provisioning (SBC-3 §6.6.7) */
+	bool lbpu, lbpws, lbpws10, anc_sup, lbprz;
+	uint8_t provisioning_type;
+};
+int scsi_parse_vpd_lbp(const uint8_t *buf, size_t len, struct scsi_lbp *out);
+
+/*
+ * REPORT LUNS data (SPC-4 §6.33): decodes each 8-byte LUN into a LUN
+ * number: peripheral (single level, method 00b, bus 0) and flat (method
+ * 01b) addressing, 14 bits.  Other methods are skipped.  Fills luns[] (up to
+ * max), *count = number decoded; *total = number of entries the target says
+ * it has (LUN LIST LENGTH / 8), so a caller can retry with a larger buffer.
+ */
+int scsi_parse_report_luns(const uint8_t *buf, size_t len, uint16_t *luns, size_t max, size_t *count, size_t *total);
+/* Encode a LUN number as the 8-byte BHS LUN field (peripheral for < 256, flat otherwise), big endian u64. */
+uint64_t scsi_lun_encode(uint16_t lun);
+
+struct scsi_capacity {
+	uint64_t nblocks;        /* number of logical blocks (RETURNED LBA + 1) */
+	uint32_t block_size;     /* logical block length in bytes */
+	uint8_t lbppbe;          /* logical blocks per physical block exponent (16 only) */
+	bool lbpme, lbprz;       /* (16 only) */
+};
+int scsi_parse_read_capacity10(const uint8_t *buf, size_t len, struct scsi_capacity *out);
+int scsi_parse_read_capacity16(const uint8_t *buf, size_t len, struct scsi_capacity *out);
+
+/* WP bit of the mode parameter header (SBC-3 §6.5.1 DEVICE-SPECIFIC PARAMETER bit 7). */
+int scsi_parse_mode_sense6_wp(const uint8_t *buf, size_t len, bool *wp);
+int scsi_parse_mode_sense10_wp(const uint8_t *buf, size_t len, bool *wp);
+
+/*
+ * Sense data, fixed (0x70/0x71) or descriptor (0x72/0x73) format
+ * (SPC-4 §4.5.2, §4.5.3).  `len` is the number of sense bytes (as carried
+ * after the 2-byte SenseLength in an iSCSI SCSI Response).  Returns 0,
+ * or -EPROTO for an unknown response code or fewer bytes than the format
+ * needs (8 for descriptor, 14 for fixed; a shorter fixed sense still gives
+ * the key if byte 2 is present).
+ */
+int scsi_parse_sense(const uint8_t *sense, size_t len, struct scsi_sense *out);
+
+/*
+ * THE status/sense -> errno table (one place).  Returns 0 for GOOD and
+ * CONDITION MET, a negative errno otherwise; `sense` may be NULL when no
+ * sense data came.  See scsi_errno.c for the table.
+ */
+int scsi_status_to_errno(uint8_t status, const struct scsi_sense *sense);
+
+/* True when the failure is worth retrying (UNIT ATTENTION, BUSY, TASK SET FULL, NOT READY becoming ready). */
+bool scsi_status_retryable(uint8_t status, const struct scsi_sense *sense);
+
+#endif

@@ -1,0 +1,845 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * iSCSI session, full feature phase (RFC 7143).  See session.h and
+ * docs/design.md for the threading model: `lock` guards everything below;
+ * submitters take it briefly, the transport's event thread takes it in the
+ * hooks.  Completion callbacks run on the event thread with the lock
+ * released.
+ */
+#include "session.h"
+
+#include <errno.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "log.h"
+
+#define R2T_QUEUE 4
+#define BURST_PDUS_PER_FILL 8
+#define NOP_DATA_MAX 4096
+
+struct r2t {
+	uint32_t ttt, offset, length;
+};
+
+struct task {
+	struct task *next;          /* free list, window queue or tx queue */
+	uint16_t index, gen;
+	bool in_use, in_txq, counted, cmd_sent, bursting;
+	struct iscsi_cmd cmd;
+	uint32_t itt, cmdsn;
+	/* Data-Out state (§11.7.1) */
+	uint32_t unsol_end;         /* end of unsolicited data (bytes) */
+	uint32_t tx_offset, burst_end, burst_ttt, burst_datasn;
+	struct r2t r2tq[R2T_QUEUE];
+	uint8_t r2t_head, r2t_count;
+	/* Data-In state (§11.7.2) */
+	uint32_t rx_offset, rx_datasn;
+};
+
+struct iscsi_session {
+	pthread_mutex_t lock;
+	pthread_cond_t slot_cv;     /* a task slot was freed or the session went down */
+	pthread_cond_t state_cv;    /* logout answered, outstanding reached 0 */
+	struct iscsi_transport *t;
+	struct iscsi_session_config cfg;
+	struct iscsi_params params;
+	uint8_t isid[6];
+	uint16_t tsih;
+	bool up;
+	pthread_t event_thread;
+	bool event_thread_known;
+
+	uint32_t cmdsn, expcmdsn, maxcmdsn, expstatsn;
+
+	struct task *tasks;
+	unsigned ntasks;
+	struct task *free_list;
+	struct task *win_head, *win_tail; /* waiting for the CmdSN window */
+	struct task *tx_head, *tx_tail;   /* something to send */
+	unsigned outstanding, worker_outstanding;
+
+	/* NOP-Out answering a NOP-In (§11.19: TTT != 0xffffffff asks for one) */
+	bool nop_reply;
+	uint32_t nop_ttt;
+	uint64_t nop_lun;
+	uint32_t nop_dlen;
+	uint8_t nop_data[NOP_DATA_MAX];
+
+	/* Logout (§11.14) */
+	bool logout_want, logout_sent, logout_done;
+	uint32_t logout_itt;
+
+	struct iscsi_session_stats stats;
+};
+
+/* ---- small helpers ---- */
+
+static void txq_push(struct iscsi_session *s, struct task *t)
+{
+	if (t->in_txq)
+		return;
+	t->in_txq = true;
+	t->next = NULL;
+	if (s->tx_tail)
+		s->tx_tail->next = t;
+	else
+		s->tx_head = t;
+	s->tx_tail = t;
+}
+
+static struct task *txq_pop(struct iscsi_session *s)
+{
+	struct task *t = s->tx_head;
+	if (!t)
+		return NULL;
+	s->tx_head = t->next;
+	if (!s->tx_head)
+		s->tx_tail = NULL;
+	t->next = NULL;
+	t->in_txq = false;
+	return t;
+}
+
+/* Move commands from the window queue while CmdSN <= MaxCmdSN (§4.2.2.1). */
+static bool window_admit(struct iscsi_session *s)
+{
+	bool any = false;
+	while (s->win_head && iscsi_sn_le(s->cmdsn, s->maxcmdsn)) {
+		struct task *t = s->win_head;
+		s->win_head = t->next;
+		if (!s->win_head)
+			s->win_tail = NULL;
+		t->cmdsn = s->cmdsn++;
+		txq_push(s, t);
+		any = true;
+	}
+	return any;
+}
+
+/* ExpCmdSN/MaxCmdSN from any target PDU that carries them (§4.2.2.1). */
+static void update_cmdsn(struct iscsi_session *s, uint32_t expcmdsn, uint32_t maxcmdsn)
+{
+	/* MaxCmdSN < ExpCmdSN - 1 means the fields are to be ignored. */
+	if (iscsi_sn_lt(maxcmdsn, expcmdsn - 1))
+		return;
+	if (iscsi_sn_lt(s->expcmdsn, expcmdsn))
+		s->expcmdsn = expcmdsn;
+	if (iscsi_sn_lt(s->maxcmdsn, maxcmdsn))
+		s->maxcmdsn = maxcmdsn;
+}
+
+static void update_statsn(struct iscsi_session *s, uint32_t statsn)
+{
+	if (iscsi_sn_le(s->expstatsn, statsn))
+		s->expstatsn = statsn + 1;
+}
+
+static bool on_event_thread(const struct iscsi_session *s)
+{
+	return s->event_thread_known && pthread_equal(s->event_thread, pthread_self());
+}
+
+static struct task *task_lookup(struct iscsi_session *s, uint32_t itt)
+{
+	uint32_t idx = itt & 0xffff;
+	if (itt == ISCSI_RESERVED_TAG || idx >= s->ntasks)
+		return NULL;
+	struct task *t = &s->tasks[idx];
+	if (!t->in_use || t->itt != itt || !t->cmd_sent)
+		return NULL;
+	return t;
+}
+
+/*
+ * Release a task's slot and return its callback; the caller runs it
+ * after dropping the lock.  The slot is free before the callback runs so a
+ * callback may submit the next command (read-modify-write, retries).
+ */
+struct completion {
+	iscsi_cmd_cb cb;
+	void *arg;
+	struct iscsi_cmd_result res;
+};
+
+static void task_finish(struct iscsi_session *s, struct task *t, struct completion *c)
+{
+	c->cb = t->cmd.cb;
+	c->arg = t->cmd.arg;
+	t->in_use = false;
+	t->gen++;
+	if (t->counted)
+		s->worker_outstanding--;
+	s->outstanding--;
+	t->next = s->free_list;
+	s->free_list = t;
+	pthread_cond_signal(&s->slot_cv);
+	if (s->outstanding == 0)
+		pthread_cond_broadcast(&s->state_cv);
+}
+
+static void run_completion(struct completion *c)
+{
+	if (c->cb)
+		c->cb(c->arg, &c->res);
+}
+
+/* ---- tx: build PDUs (called by the transport's event thread) ---- */
+
+static uint16_t be16_get(const uint8_t *p) { return (uint16_t)((p[0] << 8) | p[1]); }
+
+static void emit_data_out(struct iscsi_session *s, struct task *t, struct iscsi_tx_slot *slot)
+{
+	uint32_t chunk = t->burst_end - t->tx_offset;
+	if (chunk > s->params.max_xmit_dsl)
+		chunk = s->params.max_xmit_dsl;
+	struct iscsi_bhs h = {0};
+	h.opcode = ISCSI_OP_DATA_OUT;
+	h.final = t->tx_offset + chunk == t->burst_end;
+	h.dlen = chunk;
+	h.lun = t->cmd.lun;
+	h.itt = t->itt;
+	h.u.data_out.ttt = t->burst_ttt;
+	h.u.data_out.expstatsn = s->expstatsn;
+	h.u.data_out.datasn = t->burst_datasn++;
+	h.u.data_out.offset = t->tx_offset;
+	iscsi_bhs_encode(&h, slot->bhs);
+	slot->data = (const uint8_t *)t->cmd.buf + t->tx_offset;
+	slot->dlen = chunk;
+	t->tx_offset += chunk;
+	if (h.final)
+		t->bursting = false;
+	s->stats.bytes_written += chunk;
+}
+
+/* Start the next solicited burst if one is queued (§11.8). */
+static void next_r2t(struct task *t)
+{
+	if (t->bursting || !t->r2t_count)
+		return;
+	struct r2t *r = &t->r2tq[t->r2t_head];
+	t->r2t_head = (uint8_t)((t->r2t_head + 1) % R2T_QUEUE);
+	t->r2t_count--;
+	t->bursting = true;
+	t->burst_ttt = r->ttt;
+	t->tx_offset = r->offset;
+	t->burst_end = r->offset + r->length;
+	t->burst_datasn = 0;
+}
+
+static void emit_command(struct iscsi_session *s, struct task *t, struct iscsi_tx_slot *slot)
+{
+	const struct iscsi_params *p = &s->params;
+	struct iscsi_bhs h = {0};
+	uint32_t imm = 0;
+
+	h.opcode = ISCSI_OP_SCSI_CMD;
+	h.lun = t->cmd.lun;
+	h.itt = t->itt;
+	h.u.cmd.read = t->cmd.dir == ISCSI_DIR_READ;
+	h.u.cmd.write = t->cmd.dir == ISCSI_DIR_WRITE;
+	h.u.cmd.attr = ISCSI_ATTR_SIMPLE;
+	h.u.cmd.edtl = t->cmd.len;
+	h.u.cmd.cmdsn = t->cmdsn;
+	h.u.cmd.expstatsn = s->expstatsn;
+	memcpy(h.u.cmd.cdb, t->cmd.cdb, t->cmd.cdb_len);
+	h.final = true;
+	if (t->cmd.dir == ISCSI_DIR_WRITE && t->cmd.len) {
+		uint32_t unsol = 0;
+		if (!p->initial_r2t || p->immediate_data)
+			unsol = t->cmd.len < p->first_burst ? t->cmd.len : p->first_burst;
+		if (p->immediate_data) {
+			imm = unsol < p->max_xmit_dsl ? unsol : p->max_xmit_dsl;
+		}
+		if (p->initial_r2t)
+			unsol = imm; /* only the immediate part is unsolicited */
+		t->unsol_end = unsol;
+		t->tx_offset = imm;
+		if (imm < unsol) {
+			h.final = false; /* unsolicited Data-Out PDUs follow */
+			t->bursting = true;
+			t->burst_ttt = ISCSI_RESERVED_TAG;
+			t->burst_end = unsol;
+			t->burst_datasn = 0;
+		}
+		s->stats.bytes_written += imm;
+	}
+	h.dlen = imm;
+	iscsi_bhs_encode(&h, slot->bhs);
+	slot->data = imm ? t->cmd.buf : NULL;
+	slot->dlen = imm;
+	t->cmd_sent = true;
+	s->stats.commands++;
+	next_r2t(t);
+}
+
+static int hook_tx_fill(void *arg, struct iscsi_tx_slot *slots, int max)
+{
+	struct iscsi_session *s = arg;
+	int n = 0;
+	struct task *requeue = NULL, **rq_tail = &requeue;
+
+	pthread_mutex_lock(&s->lock);
+	if (!s->event_thread_known) {
+		s->event_thread = pthread_self();
+		s->event_thread_known = true;
+	}
+	if (s->nop_reply && n < max) {
+		struct iscsi_bhs h = {0};
+		h.opcode = ISCSI_OP_NOP_OUT;
+		h.immediate = true;
+		h.final = true;
+		h.lun = s->nop_lun;
+		h.itt = ISCSI_RESERVED_TAG;
+		h.dlen = s->nop_dlen;
+		h.u.nop.ttt = s->nop_ttt;
+		h.u.nop.cmdsn = s->cmdsn;
+		h.u.nop.expstatsn = s->expstatsn;
+		iscsi_bhs_encode(&h, slots[n].bhs);
+		slots[n].data = s->nop_dlen ? s->nop_data : NULL;
+		slots[n].dlen = s->nop_dlen;
+		n++;
+		s->nop_reply = false;
+	}
+	while (n < max) {
+		struct task *t = txq_pop(s);
+		if (!t)
+			break;
+		int k = 0;
+		do {
+			if (!t->cmd_sent)
+				emit_command(s, t, &slots[n++]);
+			else if (t->bursting) {
+				emit_data_out(s, t, &slots[n++]);
+				next_r2t(t);
+			}
+		} while (t->bursting && n < max && ++k < BURST_PDUS_PER_FILL);
+		if (t->bursting) {
+			t->in_txq = true;
+			t->next = NULL;
+			*rq_tail = t;
+			rq_tail = &t->next;
+		}
+	}
+	if (requeue) {
+		if (s->tx_tail)
+			s->tx_tail->next = requeue;
+		else
+			s->tx_head = requeue;
+		struct task *last = requeue;
+		while (last->next)
+			last = last->next;
+		s->tx_tail = last;
+	}
+	if (s->logout_want && !s->logout_sent && !s->tx_head && n < max) {
+		struct iscsi_bhs h = {0};
+		h.opcode = ISCSI_OP_LOGOUT_REQ;
+		h.immediate = true;
+		h.final = true;
+		h.itt = s->logout_itt;
+		h.u.logout.reason = 0; /* close the session */
+		h.u.logout.cmdsn = s->cmdsn;
+		h.u.logout.expstatsn = s->expstatsn;
+		iscsi_bhs_encode(&h, slots[n].bhs);
+		slots[n].data = NULL;
+		slots[n].dlen = 0;
+		n++;
+		s->logout_sent = true;
+	}
+	pthread_mutex_unlock(&s->lock);
+	return n;
+}
+
+/* ---- rx ---- */
+
+static int hook_rx_data_dest(void *arg, const uint8_t *bhs, void **dest)
+{
+	struct iscsi_session *s = arg;
+	uint32_t itt = iscsi_wire_itt(bhs);
+	uint32_t dlen = iscsi_wire_dlen(bhs);
+	uint32_t offset = ((uint32_t)bhs[40] << 24) | ((uint32_t)bhs[41] << 16) | ((uint32_t)bhs[42] << 8) | bhs[43];
+	int rc = 0;
+
+	pthread_mutex_lock(&s->lock);
+	struct task *t = task_lookup(s, itt);
+	if (!t || t->cmd.dir != ISCSI_DIR_READ) {
+		log_err("Data-In for unknown or non-read ITT 0x%08x: dropping the connection", itt);
+		rc = -EPROTO;
+	} else if (offset != t->rx_offset || dlen > t->cmd.len || offset > t->cmd.len - dlen) {
+		log_err("Data-In ITT 0x%08x offset %u length %u outside the expected %u of %u bytes: dropping the connection",
+			itt, offset, dlen, t->rx_offset, t->cmd.len);
+		rc = -EPROTO;
+	} else {
+		*dest = (uint8_t *)t->cmd.buf + offset;
+	}
+	pthread_mutex_unlock(&s->lock);
+	return rc;
+}
+
+static void set_residual(struct iscsi_cmd_result *r, uint32_t len, bool under, bool over, uint32_t residual)
+{
+	r->residual = under ? residual : 0;
+	if (under)
+		r->xfer_len = residual <= len ? len - residual : 0;
+	else
+		r->xfer_len = len;
+	(void)over;
+}
+
+static int rx_data_in(struct iscsi_session *s, const struct iscsi_bhs *h, struct completion *c, bool *done)
+{
+	struct task *t = task_lookup(s, h->itt);
+	if (!t || t->cmd.dir != ISCSI_DIR_READ)
+		return -EPROTO;
+	if (h->u.data_in.datasn != t->rx_datasn) {
+		log_err("Data-In ITT 0x%08x DataSN %u, expected %u", h->itt, h->u.data_in.datasn, t->rx_datasn);
+		return -EPROTO;
+	}
+	t->rx_datasn++;
+	t->rx_offset += h->dlen;
+	s->stats.bytes_read += h->dlen;
+	if (!h->u.data_in.status_present)
+		return 0;
+	if (!h->final)
+		return -EPROTO;
+	update_statsn(s, h->u.data_in.statsn);
+	memset(&c->res, 0, sizeof(c->res));
+	c->res.status = h->u.data_in.status;
+	set_residual(&c->res, t->cmd.len, h->u.data_in.underflow, h->u.data_in.overflow, h->u.data_in.residual);
+	task_finish(s, t, c);
+	*done = true;
+	return 0;
+}
+
+static int rx_scsi_rsp(struct iscsi_session *s, const struct iscsi_bhs *h, const uint8_t *data,
+		       uint32_t dlen, struct completion *c, bool *done)
+{
+	struct task *t = task_lookup(s, h->itt);
+	if (!t) {
+		log_err("SCSI Response for unknown ITT 0x%08x", h->itt);
+		return -EPROTO;
+	}
+	update_statsn(s, h->u.rsp.statsn);
+	memset(&c->res, 0, sizeof(c->res));
+	if (h->u.rsp.response != 0) {
+		c->res.err = -EIO; /* target failure (§11.4.3) */
+	} else {
+		c->res.status = h->u.rsp.status;
+		if (dlen >= 2) {
+			uint32_t slen = be16_get(data);
+			if (slen > dlen - 2) {
+				log_err("SCSI Response ITT 0x%08x: SenseLength %u exceeds the %u-byte data segment",
+					h->itt, slen, dlen);
+				return -EPROTO;
+			}
+			if (slen) {
+				/* A short fixed sense still gives its key; an unknown format maps as no sense. */
+				scsi_parse_sense(data + 2, slen, &c->res.sense);
+				c->res.has_sense = true;
+			}
+		}
+	}
+	if (t->cmd.dir == ISCSI_DIR_READ && !h->u.rsp.underflow && t->rx_offset < t->cmd.len &&
+	    c->res.status == SCSI_STATUS_GOOD && !c->res.err) {
+		/* GOOD without all the data and without an underflow: the target lied. */
+		log_err("SCSI Response ITT 0x%08x: GOOD after %u of %u bytes", h->itt, t->rx_offset, t->cmd.len);
+		c->res.err = -EIO;
+	}
+	set_residual(&c->res, t->cmd.len, h->u.rsp.underflow, h->u.rsp.overflow, h->u.rsp.residual);
+	task_finish(s, t, c);
+	*done = true;
+	return 0;
+}
+
+static int rx_r2t(struct iscsi_session *s, const struct iscsi_bhs *h)
+{
+	struct task *t = task_lookup(s, h->itt);
+	uint32_t off = h->u.r2t.offset, len = h->u.r2t.length;
+	if (!t || t->cmd.dir != ISCSI_DIR_WRITE) {
+		log_err("R2T for unknown or non-write ITT 0x%08x", h->itt);
+		return -EPROTO;
+	}
+	if (len == 0 || off > t->cmd.len || len > t->cmd.len - off) {
+		log_err("R2T ITT 0x%08x asks for %u bytes at %u of a %u-byte write", h->itt, len, off, t->cmd.len);
+		return -EPROTO;
+	}
+	if (t->r2t_count == R2T_QUEUE) {
+		log_err("R2T ITT 0x%08x: more outstanding R2Ts than negotiated", h->itt);
+		return -EPROTO;
+	}
+	struct r2t *r = &t->r2tq[(t->r2t_head + t->r2t_count) % R2T_QUEUE];
+	r->ttt = h->u.r2t.ttt;
+	r->offset = off;
+	r->length = len;
+	t->r2t_count++;
+	next_r2t(t);
+	txq_push(s, t);
+	return 0;
+}
+
+static int rx_reject(struct iscsi_session *s, const struct iscsi_bhs *h, const uint8_t *data,
+		     uint32_t dlen, struct completion *c, bool *done)
+{
+	if (dlen < ISCSI_BHS_LEN) {
+		log_err("Reject (reason 0x%02x) without the rejected header", h->u.reject.reason);
+		return -EPROTO;
+	}
+	uint32_t itt = iscsi_wire_itt(data);
+	log_err("target rejected a %s PDU (ITT 0x%08x), reason 0x%02x",
+		iscsi_opcode_name(iscsi_wire_opcode(data)), itt, h->u.reject.reason);
+	struct task *t = task_lookup(s, itt);
+	if (t && iscsi_wire_opcode(data) == ISCSI_OP_SCSI_CMD) {
+		memset(&c->res, 0, sizeof(c->res));
+		c->res.err = -EIO;
+		task_finish(s, t, c);
+		*done = true;
+		return 0;
+	}
+	/* A rejected Data-Out or other PDU leaves the session unsure: drop it (ERL 0). */
+	return -EPROTO;
+}
+
+static int hook_rx_pdu(void *arg, const uint8_t *bhs, const uint8_t *data, uint32_t dlen)
+{
+	struct iscsi_session *s = arg;
+	struct iscsi_bhs h;
+	struct completion c = {0};
+	bool done = false, kick = false;
+	int rc = iscsi_bhs_decode(bhs, &h);
+	if (rc) {
+		log_err("received PDU with unexpected opcode 0x%02x", bhs[0] & 0x3f);
+		return rc;
+	}
+
+	pthread_mutex_lock(&s->lock);
+	if (!s->event_thread_known) {
+		s->event_thread = pthread_self();
+		s->event_thread_known = true;
+	}
+	switch (h.opcode) {
+	case ISCSI_OP_DATA_IN:
+		if (h.u.data_in.status_present)
+			update_cmdsn(s, h.u.data_in.expcmdsn, h.u.data_in.maxcmdsn);
+		rc = rx_data_in(s, &h, &c, &done);
+		break;
+	case ISCSI_OP_SCSI_RSP:
+		update_cmdsn(s, h.u.rsp.expcmdsn, h.u.rsp.maxcmdsn);
+		rc = rx_scsi_rsp(s, &h, data, dlen, &c, &done);
+		break;
+	case ISCSI_OP_R2T:
+		update_cmdsn(s, h.u.r2t.expcmdsn, h.u.r2t.maxcmdsn);
+		rc = rx_r2t(s, &h);
+		kick = rc == 0;
+		break;
+	case ISCSI_OP_NOP_IN:
+		update_cmdsn(s, h.u.nop.expcmdsn, h.u.nop.maxcmdsn);
+		if (h.itt != ISCSI_RESERVED_TAG)
+			update_statsn(s, h.u.nop.statsn);
+		if (h.u.nop.ttt != ISCSI_RESERVED_TAG) {
+			/* The target asks for a NOP-Out echoing its ping data (§11.19). */
+			s->nop_reply = true;
+			s->nop_ttt = h.u.nop.ttt;
+			s->nop_lun = h.lun;
+			s->nop_dlen = dlen < NOP_DATA_MAX ? dlen : NOP_DATA_MAX;
+			if (s->nop_dlen)
+				memcpy(s->nop_data, data, s->nop_dlen);
+			kick = true;
+		}
+		break;
+	case ISCSI_OP_LOGOUT_RSP:
+		update_cmdsn(s, h.u.logout.expcmdsn, h.u.logout.maxcmdsn);
+		update_statsn(s, h.u.logout.statsn);
+		if (h.u.logout.response != 0)
+			log_warn("logout response %u", h.u.logout.response);
+		s->logout_done = true;
+		pthread_cond_broadcast(&s->state_cv);
+		break;
+	case ISCSI_OP_ASYNC_MSG:
+		update_cmdsn(s, h.u.async.expcmdsn, h.u.async.maxcmdsn);
+		log_warn("target sent asynchronous event %u (vcode %u)", h.u.async.event, h.u.async.vcode);
+		break;
+	case ISCSI_OP_REJECT:
+		update_cmdsn(s, h.u.reject.expcmdsn, h.u.reject.maxcmdsn);
+		rc = rx_reject(s, &h, data, dlen, &c, &done);
+		break;
+	case ISCSI_OP_TEXT_RSP:
+	case ISCSI_OP_TASK_MGMT_RSP:
+		update_cmdsn(s, h.u.tmf_rsp.expcmdsn, h.u.tmf_rsp.maxcmdsn);
+		break;
+	default:
+		log_err("unexpected %s PDU in the full feature phase", iscsi_opcode_name(h.opcode));
+		rc = -EPROTO;
+	}
+	if (window_admit(s))
+		kick = true;
+	pthread_mutex_unlock(&s->lock);
+	if (done)
+		run_completion(&c);
+	(void)kick; /* the event thread flushes tx after every receive */
+	return rc;
+}
+
+static void hook_conn_lost(void *arg, int err)
+{
+	struct iscsi_session *s = arg;
+	pthread_mutex_lock(&s->lock);
+	if (err && !s->logout_done)
+		log_err("connection to %s:%u lost: %s", s->cfg.host, s->cfg.port, strerror(-err));
+	s->up = false;
+	for (;;) {
+		struct task *t = NULL;
+		for (unsigned i = 0; i < s->ntasks; i++)
+			if (s->tasks[i].in_use) {
+				t = &s->tasks[i];
+				break;
+			}
+		if (!t)
+			break;
+		struct completion c = {0};
+		c.res.err = err ? -ECONNRESET : -ECONNABORTED;
+		t->in_txq = false;
+		task_finish(s, t, &c);
+		pthread_mutex_unlock(&s->lock);
+		run_completion(&c);
+		pthread_mutex_lock(&s->lock);
+	}
+	s->win_head = s->win_tail = s->tx_head = s->tx_tail = NULL;
+	s->logout_done = true;
+	pthread_cond_broadcast(&s->slot_cv);
+	pthread_cond_broadcast(&s->state_cv);
+	pthread_mutex_unlock(&s->lock);
+}
+
+static const struct iscsi_transport_hooks session_hooks = {
+	.tx_fill = hook_tx_fill,
+	.rx_data_dest = hook_rx_data_dest,
+	.rx_pdu = hook_rx_pdu,
+	.conn_lost = hook_conn_lost,
+};
+
+/* ---- public API ---- */
+
+int iscsi_session_open(const struct iscsi_session_config *cfg, struct iscsi_session **out,
+		       char *err, size_t err_cap)
+{
+	struct iscsi_session *s = calloc(1, sizeof(*s));
+	if (!s) {
+		snprintf(err, err_cap, "out of memory");
+		return -ENOMEM;
+	}
+	s->cfg = *cfg;
+	unsigned qd = cfg->queue_depth ? cfg->queue_depth : 128;
+	if (qd > 4096)
+		qd = 4096;
+	s->cfg.queue_depth = qd;
+	s->ntasks = 2 * qd + 8; /* worker submissions use qd; completions may chain more */
+	s->tasks = calloc(s->ntasks, sizeof(*s->tasks));
+	if (!s->tasks) {
+		free(s);
+		snprintf(err, err_cap, "out of memory");
+		return -ENOMEM;
+	}
+	for (unsigned i = s->ntasks; i-- > 0;) {
+		s->tasks[i].index = (uint16_t)i;
+		s->tasks[i].next = s->free_list;
+		s->free_list = &s->tasks[i];
+	}
+	pthread_mutex_init(&s->lock, NULL);
+	pthread_cond_init(&s->slot_cv, NULL);
+	pthread_cond_init(&s->state_cv, NULL);
+
+	int rc = cfg->transport->connect(&s->t, cfg->host, cfg->port, cfg->timeout_ms, err, err_cap);
+	if (rc)
+		goto fail;
+
+	struct iscsi_login_config lc = {0};
+	snprintf(lc.initiator_name, sizeof(lc.initiator_name), "%s", cfg->initiator_name);
+	snprintf(lc.target_name, sizeof(lc.target_name), "%s", cfg->target_name);
+	iscsi_isid_random(lc.isid);
+	lc.cmdsn = 1;
+	lc.neg = cfg->neg;
+	lc.timeout_ms = cfg->timeout_ms;
+	struct iscsi_login_result lr;
+	rc = iscsi_login(s->t, &lc, &lr, err, err_cap);
+	if (rc)
+		goto fail_t;
+	memcpy(s->isid, lc.isid, 6);
+	s->tsih = lr.tsih;
+	s->params = lr.params;
+	s->cmdsn = lr.expcmdsn;
+	s->expcmdsn = lr.expcmdsn;
+	s->maxcmdsn = lr.maxcmdsn;
+	s->expstatsn = lr.expstatsn;
+	s->logout_itt = 0xfffe0000u; /* outside the task table's index range */
+	s->up = true;
+	rc = s->t->ops->start(s->t, &session_hooks, s, &s->params);
+	if (rc) {
+		snprintf(err, err_cap, "cannot start the connection: %s", strerror(-rc));
+		goto fail_t;
+	}
+	*out = s;
+	return 0;
+fail_t:
+	s->t->ops->shutdown(s->t);
+	s->t->ops->destroy(s->t);
+fail:
+	free(s->tasks);
+	pthread_mutex_destroy(&s->lock);
+	pthread_cond_destroy(&s->slot_cv);
+	pthread_cond_destroy(&s->state_cv);
+	free(s);
+	return rc;
+}
+
+int iscsi_session_submit(struct iscsi_session *s, const struct iscsi_cmd *cmd)
+{
+	if (cmd->cdb_len == 0 || cmd->cdb_len > SCSI_CDB_MAX || (cmd->len && !cmd->buf) ||
+	    (cmd->dir == ISCSI_DIR_NONE && cmd->len))
+		return -EINVAL;
+	pthread_mutex_lock(&s->lock);
+	bool ev = on_event_thread(s);
+	while (s->up && !ev && s->worker_outstanding >= s->cfg.queue_depth)
+		pthread_cond_wait(&s->slot_cv, &s->lock);
+	if (!s->up || s->logout_want) {
+		pthread_mutex_unlock(&s->lock);
+		return -ENOTCONN;
+	}
+	struct task *t = s->free_list;
+	if (!t) { /* only reachable from the event thread */
+		pthread_mutex_unlock(&s->lock);
+		return -EAGAIN;
+	}
+	s->free_list = t->next;
+	uint16_t index = t->index, gen = t->gen;
+	memset(t, 0, sizeof(*t));
+	t->index = index;
+	t->gen = gen;
+	t->in_use = true;
+	t->counted = !ev;
+	t->cmd = *cmd;
+	t->itt = ((uint32_t)gen << 16) | index;
+	if (t->itt == ISCSI_RESERVED_TAG || t->itt == s->logout_itt) {
+		t->gen++;
+		t->itt = ((uint32_t)t->gen << 16) | index;
+	}
+	s->outstanding++;
+	if (!ev)
+		s->worker_outstanding++;
+	if (s->outstanding > s->stats.max_outstanding)
+		s->stats.max_outstanding = s->outstanding;
+	bool kick = false;
+	if (!s->win_head && iscsi_sn_le(s->cmdsn, s->maxcmdsn)) {
+		t->cmdsn = s->cmdsn++;
+		txq_push(s, t);
+		kick = true;
+	} else {
+		t->next = NULL;
+		if (s->win_tail)
+			s->win_tail->next = t;
+		else
+			s->win_head = t;
+		s->win_tail = t;
+	}
+	pthread_mutex_unlock(&s->lock);
+	if (kick)
+		s->t->ops->kick(s->t);
+	return 0;
+}
+
+struct sync_wait {
+	pthread_mutex_t m;
+	pthread_cond_t cv;
+	bool done;
+	struct iscsi_cmd_result res;
+};
+
+static void sync_done(void *arg, const struct iscsi_cmd_result *res)
+{
+	struct sync_wait *w = arg;
+	pthread_mutex_lock(&w->m);
+	w->res = *res;
+	w->done = true;
+	pthread_cond_signal(&w->cv);
+	pthread_mutex_unlock(&w->m);
+}
+
+int iscsi_session_exec(struct iscsi_session *s, struct iscsi_cmd *cmd, struct iscsi_cmd_result *res)
+{
+	struct sync_wait w = {.done = false};
+	pthread_mutex_init(&w.m, NULL);
+	pthread_cond_init(&w.cv, NULL);
+	cmd->cb = sync_done;
+	cmd->arg = &w;
+	int rc = iscsi_session_submit(s, cmd);
+	if (rc == 0) {
+		pthread_mutex_lock(&w.m);
+		while (!w.done)
+			pthread_cond_wait(&w.cv, &w.m);
+		pthread_mutex_unlock(&w.m);
+		*res = w.res;
+	}
+	pthread_mutex_destroy(&w.m);
+	pthread_cond_destroy(&w.cv);
+	return rc;
+}
+
+const struct iscsi_params *iscsi_session_params(const struct iscsi_session *s) { return &s->params; }
+
+void iscsi_session_get_stats(struct iscsi_session *s, struct iscsi_session_stats *out)
+{
+	pthread_mutex_lock(&s->lock);
+	*out = s->stats;
+	out->outstanding = s->outstanding;
+	pthread_mutex_unlock(&s->lock);
+}
+
+static void deadline_after(struct timespec *ts, int ms)
+{
+	clock_gettime(CLOCK_REALTIME, ts);
+	ts->tv_sec += ms / 1000;
+	ts->tv_nsec += (long)(ms % 1000) * 1000000L;
+	if (ts->tv_nsec >= 1000000000L) {
+		ts->tv_sec++;
+		ts->tv_nsec -= 1000000000L;
+	}
+}
+
+void iscsi_session_close(struct iscsi_session *s, int timeout_ms)
+{
+	struct timespec dl;
+	deadline_after(&dl, timeout_ms);
+	pthread_mutex_lock(&s->lock);
+	while (s->up && s->outstanding > 0)
+		if (pthread_cond_timedwait(&s->state_cv, &s->lock, &dl) == ETIMEDOUT)
+			break;
+	if (s->up) {
+		s->logout_want = true;
+		pthread_mutex_unlock(&s->lock);
+		s->t->ops->kick(s->t);
+		pthread_mutex_lock(&s->lock);
+		deadline_after(&dl, 3000);
+		while (s->up && !s->logout_done)
+			if (pthread_cond_timedwait(&s->state_cv, &s->lock, &dl) == ETIMEDOUT) {
+				log_warn("no Logout Response from the target within 3 s");
+				break;
+			}
+	}
+	pthread_mutex_unlock(&s->lock);
+	s->t->ops->shutdown(s->t); /* calls conn_lost(0): outstanding commands complete */
+	s->t->ops->destroy(s->t);
+	free(s->tasks);
+	pthread_mutex_destroy(&s->lock);
+	pthread_cond_destroy(&s->slot_cv);
+	pthread_cond_destroy(&s->state_cv);
+	free(s);
+}
+
+int iscsi_cmd_result_errno(const struct iscsi_cmd_result *r)
+{
+	if (r->err)
+		return r->err;
+	return scsi_status_to_errno(r->status, r->has_sense ? &r->sense : NULL);
+}

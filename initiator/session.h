@@ -1,0 +1,103 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * iSCSI session, full feature phase (RFC 7143 §4.2, §11): task table with
+ * O(1) ITT lookup, CmdSN/ExpCmdSN/MaxCmdSN window, ExpStatSN tracking,
+ * Data-In placement, Data-Out for unsolicited (immediate and
+ * InitialR2T=No) and solicited (R2T) data, NOP-In answers, Logout.
+ *
+ * Threads: any thread may submit; completions run on the transport's
+ * event thread, without the session lock held.  The session owns its
+ * transport.  Payload buffers belong to the caller and must stay valid
+ * (and, for a READ, untouched) until the completion callback.
+ */
+#ifndef ISERFUSE_SESSION_H
+#define ISERFUSE_SESSION_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "login.h"
+#include "scsi.h"
+#include "transport.h"
+
+struct iscsi_session;
+
+enum iscsi_dir { ISCSI_DIR_NONE = 0, ISCSI_DIR_READ = 1, ISCSI_DIR_WRITE = 2 };
+
+struct iscsi_cmd_result {
+	int err;              /* 0: status below is valid; <0: transport/protocol failure (-EIO, -ECONNRESET, ...) */
+	uint8_t status;       /* SAM status */
+	bool has_sense;
+	struct scsi_sense sense;
+	uint32_t residual;    /* bytes not transferred (underflow) */
+	uint32_t xfer_len;    /* bytes actually transferred: len - residual for an underflow */
+};
+
+typedef void (*iscsi_cmd_cb)(void *arg, const struct iscsi_cmd_result *res);
+
+struct iscsi_cmd {
+	uint64_t lun;         /* BHS LUN field (scsi_lun_encode) */
+	uint8_t cdb[SCSI_CDB_MAX];
+	uint8_t cdb_len;
+	enum iscsi_dir dir;
+	void *buf;            /* payload, len bytes; owned by the caller (a pool slice) */
+	uint32_t len;         /* Expected Data Transfer Length, bytes */
+	iscsi_cmd_cb cb;      /* completion, on the event thread */
+	void *arg;
+};
+
+struct iscsi_session_config {
+	const struct iscsi_transport_ops *transport;
+	char host[ISCSI_URL_HOST_MAX];
+	unsigned port;
+	char initiator_name[ISCSI_NAME_MAX];
+	char target_name[ISCSI_NAME_MAX];
+	struct iscsi_neg_config neg;
+	unsigned queue_depth;  /* task slots: most commands outstanding at once (1..4096) */
+	int timeout_ms;        /* connect and login timeout */
+};
+
+/*
+ * Connect, log in and enter the full feature phase.  Returns 0 and a new
+ * session in *out (free with iscsi_session_close), or a negative errno with
+ * a one-line reason in err (see iscsi_login for the values).
+ */
+int iscsi_session_open(const struct iscsi_session_config *cfg, struct iscsi_session **out,
+		       char *err, size_t err_cap);
+
+/*
+ * Submit a SCSI command asynchronously.  Blocks while all task slots are
+ * in use (back-pressure); queues while the CmdSN window is closed.
+ * Returns 0 (cmd->cb will be called exactly once) or -ENOTCONN when the
+ * session is down (cb is not called), -EINVAL for a bad command.
+ */
+int iscsi_session_submit(struct iscsi_session *s, const struct iscsi_cmd *cmd);
+
+/*
+ * Synchronous variant: submit and wait for the completion.  Returns 0 with
+ * *res filled (check res->err and res->status), or the submit error.
+ * Must not be called on the event thread.
+ */
+int iscsi_session_exec(struct iscsi_session *s, struct iscsi_cmd *cmd, struct iscsi_cmd_result *res);
+
+/* Negotiated parameters (valid after open). */
+const struct iscsi_params *iscsi_session_params(const struct iscsi_session *s);
+
+struct iscsi_session_stats {
+	uint64_t commands, bytes_read, bytes_written;
+	uint32_t outstanding, max_outstanding;
+	uint64_t payload_bytes_copied; /* payload copied in user space by the transport */
+};
+void iscsi_session_get_stats(struct iscsi_session *s, struct iscsi_session_stats *out);
+
+/*
+ * Wait for outstanding commands (up to timeout_ms), send Logout (reason 0,
+ * close the session, §11.14), shut the transport down and free everything.
+ * Commands still outstanding complete with err -ECONNABORTED.
+ */
+void iscsi_session_close(struct iscsi_session *s, int timeout_ms);
+
+/* Map a completion to a negative errno (0 for GOOD): transport error, or scsi_status_to_errno. */
+int iscsi_cmd_result_errno(const struct iscsi_cmd_result *r);
+
+#endif

@@ -1,0 +1,493 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * iSCSI over TCP (RFC 7143): the transport ops of transport.h on a
+ * non-blocking socket.
+ *
+ * Full feature phase: one event thread per connection owns the socket and
+ * everything in struct tcp_conn below `thread`.  It polls the socket and
+ * an eventfd (kick), reads as much as the socket has into `rxbuf` and
+ * parses many PDUs from it; Data-In payload that has not arrived yet is
+ * read with readv straight into the destination slice; it sends batches
+ * of PDUs pulled from the session with one writev (BHS, payload slice,
+ * padding; no copy, no allocation).
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <netdb.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <poll.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/eventfd.h>
+#include <sys/socket.h>
+#include <sys/uio.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "log.h"
+#include "transport.h"
+
+#define TX_SLOTS 32
+#define RX_BUF_MIN (256u * 1024u)
+#define AHS_MAX (255u * 4u)
+
+struct tcp_conn {
+	struct iscsi_transport base;
+	int fd;
+	int evfd;
+	char peer[300];
+	const struct iscsi_transport_hooks *hooks;
+	void *sess;
+	struct iscsi_params params;
+	atomic_bool kicked;
+	atomic_bool stop;
+	bool thread_started;
+	pthread_t thread;
+
+	/* ---- owned by the event thread ---- */
+	uint8_t *rxbuf;
+	size_t rxcap, rxstart, rxend;
+	bool in_datain;                  /* reading a Data-In payload straight into `dest` */
+	uint8_t datain_bhs[ISCSI_BHS_LEN];
+	uint8_t *dest;
+	uint32_t dest_left, pad_left;
+	uint8_t pad_sink[4];
+
+	struct iscsi_tx_slot slots[TX_SLOTS];
+	struct iovec iov[TX_SLOTS * 3];
+	int iovcnt, iovpos;
+	uint64_t bytes_copied;           /* payload copied from rxbuf to a slice */
+};
+
+static const uint8_t zero_pad[4];
+
+static int64_t now_ms(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+static int wait_fd(int fd, short events, int64_t deadline)
+{
+	for (;;) {
+		int64_t left = deadline - now_ms();
+		if (left <= 0)
+			return -ETIMEDOUT;
+		struct pollfd p = {.fd = fd, .events = events};
+		int r = poll(&p, 1, (int)(left > INT_MAX ? INT_MAX : left));
+		if (r > 0)
+			return 0;
+		if (r < 0 && errno != EINTR)
+			return -errno;
+	}
+}
+
+static int tcp_connect(struct iscsi_transport **out, const char *host, unsigned port, int timeout_ms,
+		       char *err, size_t err_cap)
+{
+	struct addrinfo hints = {.ai_family = AF_UNSPEC, .ai_socktype = SOCK_STREAM};
+	struct addrinfo *ai = NULL;
+	char service[16];
+	snprintf(service, sizeof(service), "%u", port);
+	int rc = getaddrinfo(host, service, &hints, &ai);
+	if (rc) {
+		snprintf(err, err_cap, "cannot resolve %s: %s", host, gai_strerror(rc));
+		return -EHOSTUNREACH;
+	}
+	int fd = -1, last = -ECONNREFUSED;
+	int64_t deadline = now_ms() + (timeout_ms > 0 ? timeout_ms : 10000);
+	for (struct addrinfo *a = ai; a; a = a->ai_next) {
+		fd = socket(a->ai_family, a->ai_socktype | SOCK_NONBLOCK | SOCK_CLOEXEC, a->ai_protocol);
+		if (fd < 0) {
+			last = -errno;
+			continue;
+		}
+		if (connect(fd, a->ai_addr, a->ai_addrlen) == 0)
+			break;
+		if (errno == EINPROGRESS) {
+			rc = wait_fd(fd, POLLOUT, deadline);
+			int soerr = 0;
+			socklen_t sl = sizeof(soerr);
+			if (rc == 0 && getsockopt(fd, SOL_SOCKET, SO_ERROR, &soerr, &sl) == 0 && soerr == 0)
+				break;
+			last = rc ? rc : -soerr;
+		} else {
+			last = -errno;
+		}
+		close(fd);
+		fd = -1;
+	}
+	freeaddrinfo(ai);
+	if (fd < 0) {
+		snprintf(err, err_cap, "cannot connect to %s:%u: %s", host, port, strerror(-last));
+		return last;
+	}
+	int one = 1;
+	setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
+	struct tcp_conn *c = calloc(1, sizeof(*c));
+	if (!c) {
+		close(fd);
+		snprintf(err, err_cap, "out of memory");
+		return -ENOMEM;
+	}
+	c->base.ops = &iscsi_tcp_transport;
+	c->fd = fd;
+	c->evfd = -1;
+	snprintf(c->peer, sizeof(c->peer), "%s:%u", host, port);
+	*out = &c->base;
+	return 0;
+}
+
+/* Blocking helpers for the login phase. */
+static int write_all(int fd, struct iovec *iov, int cnt, int64_t deadline)
+{
+	while (cnt > 0) {
+		ssize_t w = writev(fd, iov, cnt);
+		if (w < 0) {
+			if (errno == EAGAIN) {
+				int rc = wait_fd(fd, POLLOUT, deadline);
+				if (rc)
+					return rc;
+				continue;
+			}
+			if (errno == EINTR)
+				continue;
+			return -errno;
+		}
+		while (cnt > 0 && (size_t)w >= iov->iov_len) {
+			w -= (ssize_t)iov->iov_len;
+			iov++;
+			cnt--;
+		}
+		if (cnt > 0) {
+			iov->iov_base = (uint8_t *)iov->iov_base + w;
+			iov->iov_len -= (size_t)w;
+		}
+	}
+	return 0;
+}
+
+static int read_exact(int fd, void *buf, size_t len, int64_t deadline)
+{
+	uint8_t *p = buf;
+	while (len) {
+		ssize_t r = read(fd, p, len);
+		if (r == 0)
+			return -ECONNRESET;
+		if (r < 0) {
+			if (errno == EAGAIN) {
+				int rc = wait_fd(fd, POLLIN, deadline);
+				if (rc)
+					return rc;
+				continue;
+			}
+			if (errno == EINTR)
+				continue;
+			return -errno;
+		}
+		p += r;
+		len -= (size_t)r;
+	}
+	return 0;
+}
+
+static int tcp_send_pdu(struct iscsi_transport *t, const uint8_t *bhs, const void *data, uint32_t dlen,
+			int timeout_ms)
+{
+	struct tcp_conn *c = (struct tcp_conn *)t;
+	struct iovec iov[3] = {
+		{(void *)bhs, ISCSI_BHS_LEN},
+		{(void *)data, dlen},
+		{(void *)zero_pad, iscsi_pad_len(dlen)},
+	};
+	return write_all(c->fd, iov, 3, now_ms() + timeout_ms);
+}
+
+static int tcp_recv_pdu(struct iscsi_transport *t, uint8_t *bhs, void *data, uint32_t cap, uint32_t *dlen,
+			int timeout_ms)
+{
+	struct tcp_conn *c = (struct tcp_conn *)t;
+	int64_t deadline = now_ms() + timeout_ms;
+	uint8_t sink[AHS_MAX];
+	int rc = read_exact(c->fd, bhs, ISCSI_BHS_LEN, deadline);
+	if (rc)
+		return rc;
+	uint32_t ahs = iscsi_wire_ahs_bytes(bhs), len = iscsi_wire_dlen(bhs);
+	if (ahs && (rc = read_exact(c->fd, sink, ahs, deadline)))
+		return rc;
+	if (len > cap)
+		return -EPROTO;
+	if ((rc = read_exact(c->fd, data, len, deadline)))
+		return rc;
+	if ((rc = read_exact(c->fd, sink, iscsi_pad_len(len), deadline)))
+		return rc;
+	*dlen = len;
+	return 0;
+}
+
+/* ---- event thread ---- */
+
+/* Send what is queued; returns 0 (all sent or would block) or -errno. */
+static int tx_flush(struct tcp_conn *c)
+{
+	for (;;) {
+		if (c->iovpos == c->iovcnt) {
+			int n = c->hooks->tx_fill(c->sess, c->slots, TX_SLOTS);
+			if (n <= 0)
+				return 0;
+			c->iovcnt = c->iovpos = 0;
+			for (int i = 0; i < n; i++) {
+				struct iscsi_tx_slot *s = &c->slots[i];
+				c->iov[c->iovcnt++] = (struct iovec){s->bhs, ISCSI_BHS_LEN};
+				if (s->dlen) {
+					c->iov[c->iovcnt++] = (struct iovec){(void *)s->data, s->dlen};
+					uint32_t pad = iscsi_pad_len(s->dlen);
+					if (pad)
+						c->iov[c->iovcnt++] = (struct iovec){(void *)zero_pad, pad};
+				}
+			}
+		}
+		ssize_t w = writev(c->fd, c->iov + c->iovpos, c->iovcnt - c->iovpos);
+		if (w < 0) {
+			if (errno == EAGAIN)
+				return 0;
+			if (errno == EINTR)
+				continue;
+			return -errno;
+		}
+		while (c->iovpos < c->iovcnt && (size_t)w >= c->iov[c->iovpos].iov_len) {
+			w -= (ssize_t)c->iov[c->iovpos].iov_len;
+			c->iovpos++;
+		}
+		if (c->iovpos < c->iovcnt) {
+			c->iov[c->iovpos].iov_base = (uint8_t *)c->iov[c->iovpos].iov_base + w;
+			c->iov[c->iovpos].iov_len -= (size_t)w;
+			return 0; /* socket full: wait for POLLOUT */
+		}
+	}
+}
+
+/* Parse whole PDUs from rxbuf; may switch to direct Data-In placement. */
+static int rx_parse(struct tcp_conn *c)
+{
+	while (!c->in_datain) {
+		size_t avail = c->rxend - c->rxstart;
+		if (avail < ISCSI_BHS_LEN)
+			break;
+		uint8_t *bhs = c->rxbuf + c->rxstart;
+		uint32_t ahs = iscsi_wire_ahs_bytes(bhs), dlen = iscsi_wire_dlen(bhs), pad = iscsi_pad_len(dlen);
+		size_t hdr = ISCSI_BHS_LEN + ahs;
+		if (dlen > c->params.max_recv_dsl) {
+			log_err("%s: %s PDU with DataSegmentLength %u > MaxRecvDataSegmentLength %u",
+				c->peer, iscsi_opcode_name(iscsi_wire_opcode(bhs)), dlen, c->params.max_recv_dsl);
+			return -EPROTO;
+		}
+		if (iscsi_wire_opcode(bhs) == ISCSI_OP_DATA_IN && dlen > 0) {
+			if (avail < hdr)
+				break;
+			void *dest = NULL;
+			int rc = c->hooks->rx_data_dest(c->sess, bhs, &dest);
+			if (rc)
+				return rc;
+			size_t copy = avail - hdr < dlen ? avail - hdr : dlen;
+			memcpy(dest, bhs + hdr, copy);
+			c->bytes_copied += copy;
+			size_t padhave = avail - hdr - copy < pad ? avail - hdr - copy : pad;
+			if (copy == dlen && padhave == pad) {
+				c->rxstart += hdr + dlen + pad;
+				rc = c->hooks->rx_pdu(c->sess, bhs, NULL, dlen);
+				if (rc)
+					return rc;
+				continue;
+			}
+			memcpy(c->datain_bhs, bhs, ISCSI_BHS_LEN);
+			c->dest = (uint8_t *)dest + copy;
+			c->dest_left = (uint32_t)(dlen - copy);
+			c->pad_left = (uint32_t)(pad - padhave);
+			c->rxstart = c->rxend = 0;
+			c->in_datain = true;
+			break;
+		}
+		size_t total = hdr + dlen + pad;
+		if (avail < total)
+			break;
+		c->rxstart += total;
+		int rc = c->hooks->rx_pdu(c->sess, bhs, bhs + hdr, dlen);
+		if (rc)
+			return rc;
+	}
+	if (c->rxstart == c->rxend) {
+		c->rxstart = c->rxend = 0;
+	} else if (c->rxstart > 0 && c->rxcap - c->rxend < c->rxcap / 2) {
+		memmove(c->rxbuf, c->rxbuf + c->rxstart, c->rxend - c->rxstart);
+		c->rxend -= c->rxstart;
+		c->rxstart = 0;
+	}
+	return 0;
+}
+
+/* Read what the socket has; returns 0 when it would block, or -errno. */
+static int rx_drain(struct tcp_conn *c)
+{
+	for (;;) {
+		int rc = rx_parse(c);
+		if (rc)
+			return rc;
+		ssize_t r;
+		if (c->in_datain) {
+			struct iovec iov[3] = {
+				{c->dest, c->dest_left},
+				{c->pad_sink, c->pad_left},
+				{c->rxbuf, c->rxcap},
+			};
+			r = readv(c->fd, iov, 3);
+			if (r > 0) {
+				size_t n = (size_t)r, k = n < c->dest_left ? n : c->dest_left;
+				c->dest += k;
+				c->dest_left -= (uint32_t)k;
+				n -= k;
+				k = n < c->pad_left ? n : c->pad_left;
+				c->pad_left -= (uint32_t)k;
+				n -= k;
+				c->rxstart = 0;
+				c->rxend = n;
+				if (!c->dest_left && !c->pad_left) {
+					c->in_datain = false;
+					rc = c->hooks->rx_pdu(c->sess, c->datain_bhs, NULL, iscsi_wire_dlen(c->datain_bhs));
+					if (rc)
+						return rc;
+				}
+			}
+		} else {
+			if (c->rxend == c->rxcap)
+				return -EPROTO; /* cannot happen: rxcap holds the largest PDU */
+			r = read(c->fd, c->rxbuf + c->rxend, c->rxcap - c->rxend);
+			if (r > 0)
+				c->rxend += (size_t)r;
+		}
+		if (r == 0)
+			return -ECONNRESET;
+		if (r < 0) {
+			if (errno == EAGAIN)
+				return 0;
+			if (errno != EINTR)
+				return -errno;
+		}
+	}
+}
+
+static void *event_thread(void *arg)
+{
+	struct tcp_conn *c = arg;
+	int err = 0;
+	while (!atomic_load(&c->stop)) {
+		/* Clear the kick before pulling work so a later kick wakes us again. */
+		atomic_store(&c->kicked, false);
+		if ((err = tx_flush(c)))
+			break;
+		struct pollfd p[2] = {
+			{.fd = c->fd, .events = POLLIN | (c->iovpos < c->iovcnt ? POLLOUT : 0)},
+			{.fd = c->evfd, .events = POLLIN},
+		};
+		int r = poll(p, 2, -1);
+		if (r < 0) {
+			if (errno == EINTR)
+				continue;
+			err = -errno;
+			break;
+		}
+		if (p[1].revents & POLLIN) {
+			uint64_t v;
+			if (read(c->evfd, &v, sizeof(v)) < 0 && errno != EAGAIN) {
+				err = -errno;
+				break;
+			}
+		}
+		if (p[0].revents & (POLLIN | POLLERR | POLLHUP)) {
+			if ((err = rx_drain(c)))
+				break;
+		}
+	}
+	if (err)
+		log_debug("%s: connection error: %s", c->peer, strerror(-err));
+	shutdown(c->fd, SHUT_RDWR);
+	c->hooks->conn_lost(c->sess, atomic_load(&c->stop) ? 0 : (err ? err : -ECONNRESET));
+	return NULL;
+}
+
+static int tcp_start(struct iscsi_transport *t, const struct iscsi_transport_hooks *hooks, void *sess,
+		     const struct iscsi_params *params)
+{
+	struct tcp_conn *c = (struct tcp_conn *)t;
+	c->hooks = hooks;
+	c->sess = sess;
+	c->params = *params;
+	c->rxcap = ISCSI_BHS_LEN + AHS_MAX + params->max_recv_dsl + 4;
+	if (c->rxcap < RX_BUF_MIN)
+		c->rxcap = RX_BUF_MIN;
+	c->rxcap *= 2;
+	c->rxbuf = malloc(c->rxcap);
+	c->evfd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
+	if (!c->rxbuf || c->evfd < 0)
+		return -ENOMEM;
+	int rc = pthread_create(&c->thread, NULL, event_thread, c);
+	if (rc)
+		return -rc;
+	c->thread_started = true;
+	return 0;
+}
+
+static void tcp_kick(struct iscsi_transport *t)
+{
+	struct tcp_conn *c = (struct tcp_conn *)t;
+	if (!atomic_exchange(&c->kicked, true)) {
+		uint64_t one = 1;
+		if (write(c->evfd, &one, sizeof(one)) < 0 && errno != EAGAIN)
+			log_warn("%s: cannot wake the event thread: %s", c->peer, strerror(errno));
+	}
+}
+
+static void tcp_shutdown(struct iscsi_transport *t)
+{
+	struct tcp_conn *c = (struct tcp_conn *)t;
+	if (c->thread_started) {
+		atomic_store(&c->stop, true);
+		atomic_store(&c->kicked, false);
+		tcp_kick(t);
+		if (!pthread_equal(c->thread, pthread_self()))
+			pthread_join(c->thread, NULL);
+		else
+			pthread_detach(c->thread);
+		c->thread_started = false;
+	}
+	if (c->fd >= 0) {
+		close(c->fd);
+		c->fd = -1;
+	}
+}
+
+static void tcp_destroy(struct iscsi_transport *t)
+{
+	struct tcp_conn *c = (struct tcp_conn *)t;
+	if (c->evfd >= 0)
+		close(c->evfd);
+	free(c->rxbuf);
+	free(c);
+}
+
+const struct iscsi_transport_ops iscsi_tcp_transport = {
+	.name = "tcp",
+	.connect = tcp_connect,
+	.send_pdu = tcp_send_pdu,
+	.recv_pdu = tcp_recv_pdu,
+	.start = tcp_start,
+	.kick = tcp_kick,
+	.shutdown = tcp_shutdown,
+	.destroy = tcp_destroy,
+};

@@ -1,0 +1,90 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * Transport interface: how the session layer moves PDUs without knowing
+ * whether they travel over TCP (tcp.c) or iSER (RDMA).  The session layer
+ * never branches on the transport; a transport never interprets SCSI.
+ *
+ * Two phases:
+ *  - login: connect(), then blocking send_pdu()/recv_pdu() on the caller's
+ *    thread, one PDU at a time (RFC 7143 §6, login and text requests);
+ *  - full feature: start() hands the connection to the transport's event
+ *    thread, which pulls PDUs to send with hooks->tx_fill() and delivers
+ *    received PDUs with hooks->rx_pdu(); Data-In payload is placed straight
+ *    into the buffer that hooks->rx_data_dest() names (a pool slice).
+ */
+#ifndef ISERFUSE_TRANSPORT_H
+#define ISERFUSE_TRANSPORT_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "pdu.h"
+#include "text.h"
+
+/* One PDU to send: BHS (written by the session) and an optional data segment. */
+struct iscsi_tx_slot {
+	uint8_t bhs[ISCSI_BHS_LEN];
+	const void *data;  /* payload, owned by the session (pool slice or session buffer) */
+	uint32_t dlen;     /* bytes; the transport adds padding (and digests) */
+};
+
+/* Session callbacks, all called on the transport's event thread. */
+struct iscsi_transport_hooks {
+	/* Fill up to max slots with PDUs to send; returns the number filled. */
+	int (*tx_fill)(void *sess, struct iscsi_tx_slot *slots, int max);
+	/*
+	 * A Data-In BHS (48 bytes, AHS already consumed) arrived: return in
+	 * *dest where its DataSegmentLength bytes must go (validated against the
+	 * task's buffer).  Returns 0, or a negative errno: the transport then
+	 * drops the connection.
+	 */
+	int (*rx_data_dest)(void *sess, const uint8_t *bhs, void **dest);
+	/*
+	 * A whole PDU arrived.  For Data-In, data is NULL (already placed);
+	 * otherwise data/dlen is the data segment (without padding), valid only
+	 * during the call.  Returns 0, or a negative errno to drop the connection.
+	 */
+	int (*rx_pdu)(void *sess, const uint8_t *bhs, const uint8_t *data, uint32_t dlen);
+	/* The connection is gone (err < 0) or was shut down (err == 0). */
+	void (*conn_lost)(void *sess, int err);
+};
+
+struct iscsi_transport;
+
+struct iscsi_transport_ops {
+	const char *name;
+	/*
+	 * Connect to host:port within timeout_ms.  On success *out is a new
+	 * transport (owned by the caller, freed with destroy).  Returns 0 or a
+	 * negative errno with a one-line reason in err.
+	 */
+	int (*connect)(struct iscsi_transport **out, const char *host, unsigned port,
+		       int timeout_ms, char *err, size_t err_cap);
+	/* Login phase: send one PDU (bhs + dlen bytes of data), blocking. 0 or -errno. */
+	int (*send_pdu)(struct iscsi_transport *t, const uint8_t *bhs, const void *data,
+			uint32_t dlen, int timeout_ms);
+	/*
+	 * Login phase: receive one PDU, blocking.  Data segment (up to cap bytes)
+	 * into data, its length into *dlen.  -EPROTO if it does not fit.
+	 */
+	int (*recv_pdu)(struct iscsi_transport *t, uint8_t *bhs, void *data, uint32_t cap,
+			uint32_t *dlen, int timeout_ms);
+	/* Enter the full feature phase with the negotiated parameters. 0 or -errno. */
+	int (*start)(struct iscsi_transport *t, const struct iscsi_transport_hooks *hooks,
+		     void *sess, const struct iscsi_params *params);
+	/* There is something to send (any thread, cheap when already signalled). */
+	void (*kick)(struct iscsi_transport *t);
+	/* Stop the event thread (joins it unless called from it) and close the connection. */
+	void (*shutdown)(struct iscsi_transport *t);
+	/* Free everything (after shutdown). */
+	void (*destroy)(struct iscsi_transport *t);
+};
+
+/* Every transport object starts with this. */
+struct iscsi_transport {
+	const struct iscsi_transport_ops *ops;
+};
+
+extern const struct iscsi_transport_ops iscsi_tcp_transport;
+
+#endif

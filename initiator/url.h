@@ -1,0 +1,44 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * iSCSI URL parsing, the syntax of libiscsi and QEMU:
+ *   iscsi://[user[%password]@]host[:port]/target-iqn[/lun][?key=value&...]
+ * host is a name, an IPv4 address or an IPv6 address in brackets; port
+ * defaults to 3260.  Query keys: `iser` (no value), header_digest,
+ * data_digest, target_user, target_password.
+ */
+#ifndef ISERFUSE_URL_H
+#define ISERFUSE_URL_H
+
+#include <stdbool.h>
+#include <stddef.h>
+
+#define ISCSI_URL_HOST_MAX 256
+#define ISCSI_NAME_MAX 224 /* RFC 7143 §4.2.7.1: iSCSI names are at most 223 bytes */
+#define ISCSI_CRED_MAX 256
+
+struct iscsi_url {
+	char host[ISCSI_URL_HOST_MAX]; /* without brackets */
+	unsigned port;                 /* 1..65535 */
+	char target[ISCSI_NAME_MAX];   /* target IQN/EUI/NAA name; empty for a discovery URL */
+	int lun;                       /* -1 when the URL names no LUN, else 0..16383 */
+	bool iser;                     /* "?iser" given */
+	char user[ISCSI_CRED_MAX];     /* CHAP user, "" if none */
+	char password[ISCSI_CRED_MAX]; /* CHAP secret, "" if none */
+	char header_digest[32];        /* query value, "" if not given */
+	char data_digest[32];
+};
+
+/*
+ * Parse `text` into `out`.  `need_target`: a target name is required (a
+ * mount); false allows "iscsi://host[:port][/]" (discovery).  Percent
+ * escapes (%XX) in the target and credentials are decoded.
+ * Returns 0, or -EINVAL with a one-line reason in `err` (cap bytes, may be
+ * NULL).  Never reads past the string, never overflows a field: a field too
+ * long is -EINVAL.
+ */
+int iscsi_url_parse(const char *text, bool need_target, struct iscsi_url *out, char *err, size_t err_cap);
+
+/* Wipe the credentials in `u` (explicit_bzero). */
+void iscsi_url_wipe(struct iscsi_url *u);
+
+#endif

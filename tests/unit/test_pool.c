@@ -1,0 +1,71 @@
+/* SPDX-License-Identifier: MIT */
+#include <criterion/criterion.h>
+#include <errno.h>
+#include <pthread.h>
+#include <stdint.h>
+#include <unistd.h>
+
+#include "../../cache/pool.h"
+
+Test(pool, slices_are_distinct_aligned_and_inside)
+{
+	struct buf_pool *p;
+	cr_assert_eq(buf_pool_create(&p, 5000, 4), 0);
+	cr_assert_eq(buf_pool_slice_size(p), 8192, "slice size is rounded up to pages");
+	cr_assert_eq(buf_pool_len(p), 4 * 8192);
+	uint8_t *base = buf_pool_base(p);
+	void *s[4];
+	unsigned idx[4];
+	for (int i = 0; i < 4; i++) {
+		s[i] = buf_pool_get(p, &idx[i]);
+		cr_assert((uint8_t *)s[i] >= base && (uint8_t *)s[i] < base + buf_pool_len(p));
+		cr_assert_eq(((uint8_t *)s[i] - base) % 8192, 0);
+		cr_assert_eq((uint8_t *)s[i], base + (size_t)idx[i] * 8192);
+		for (int j = 0; j < i; j++)
+			cr_assert_neq(s[i], s[j]);
+	}
+	cr_assert_eq(buf_pool_in_use(p), 4);
+	cr_assert_null(buf_pool_tryget(p, NULL), "exhausted pool has no slice to try");
+	buf_pool_put(p, s[2]);
+	cr_assert_eq(buf_pool_tryget(p, NULL), s[2]);
+	for (int i = 0; i < 4; i++)
+		buf_pool_put(p, s[i]);
+	cr_assert_eq(buf_pool_in_use(p), 0);
+	cr_assert_eq(buf_pool_max_in_use(p), 4);
+	buf_pool_destroy(p);
+}
+
+Test(pool, bad_sizes)
+{
+	struct buf_pool *p;
+	cr_assert_eq(buf_pool_create(&p, 0, 4), -EINVAL);
+	cr_assert_eq(buf_pool_create(&p, 4096, 0), -EINVAL);
+	cr_assert_eq(buf_pool_create(&p, SIZE_MAX / 2, 4), -EINVAL);
+}
+
+struct putter {
+	struct buf_pool *p;
+	void *slice;
+};
+
+static void *put_later(void *arg)
+{
+	struct putter *pt = arg;
+	usleep(100000);
+	buf_pool_put(pt->p, pt->slice);
+	return NULL;
+}
+
+Test(pool, exhaustion_waits_for_a_free_slice)
+{
+	struct buf_pool *p;
+	cr_assert_eq(buf_pool_create(&p, 4096, 1), 0);
+	struct putter pt = {p, buf_pool_get(p, NULL)};
+	pthread_t th;
+	pthread_create(&th, NULL, put_later, &pt);
+	void *again = buf_pool_get(p, NULL); /* blocks until put_later returns the slice */
+	cr_assert_eq(again, pt.slice);
+	pthread_join(th, NULL);
+	buf_pool_put(p, again);
+	buf_pool_destroy(p);
+}
