@@ -149,6 +149,11 @@ static int open_luns(struct gw *g, const struct iscsi_url *url, char *err, size_
 			continue;
 		}
 		if (info->inq.qualifier != 0 || info->inq.device_type != 0) {
+			if (url->lun >= 0 && (info->inq.qualifier == 3 || info->inq.device_type == 0x1f)) {
+				snprintf(err, err_cap, "LUN %u does not exist on %s", luns[i], url->target);
+				rc = -ENXIO;
+				goto out;
+			}
 			if (url->lun >= 0) {
 				snprintf(err, err_cap, "LUN %u is not a disk (peripheral device type 0x%02x)", luns[i],
 					 info->inq.device_type);
@@ -399,8 +404,9 @@ int main(int argc, char **argv)
 	} else {
 		struct fuse_loop_config *lc = fuse_loop_cfg_create();
 		fuse_loop_cfg_set_clone_fd(lc, cmd.clone_fd);
-		fuse_loop_cfg_set_idle_threads(lc, cmd.max_idle_threads);
-		fuse_loop_cfg_set_max_threads(lc, cmd.max_threads ? cmd.max_threads : 16);
+		if (cmd.max_idle_threads <= 1024) /* UINT_MAX: not given */
+			fuse_loop_cfg_set_idle_threads(lc, cmd.max_idle_threads);
+		fuse_loop_cfg_set_max_threads(lc, cmd.max_threads && cmd.max_threads <= 1024 ? cmd.max_threads : 16);
 		lrc = fuse_session_loop_mt(se, lc);
 		fuse_loop_cfg_destroy(lc);
 	}

@@ -1,0 +1,231 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * Login state machine against a scripted peer: each test lists the Login
+ * Responses the "target" answers with, and checks what the initiator sent
+ * and concluded.  Real targets are exercised by the target suite; this
+ * covers what they rarely do (continuation, refusals, illegal answers).
+ */
+#include <criterion/criterion.h>
+#include <errno.h>
+#include <string.h>
+
+#include "../../initiator/login.h"
+
+#define MAX_STEPS 8
+
+struct step {
+	bool transit, cont;
+	uint8_t csg, nsg;
+	uint8_t status_class, status_detail;
+	const char *text; /* NUL-separated, ends with an extra NUL */
+	size_t text_len;
+};
+
+struct fake {
+	struct iscsi_transport base;
+	struct step steps[MAX_STEPS];
+	int nsteps, next;
+	struct iscsi_bhs sent[MAX_STEPS];
+	char sent_text[MAX_STEPS][1024];
+	uint32_t sent_len[MAX_STEPS];
+	int nsent;
+};
+
+static int fake_send(struct iscsi_transport *t, const uint8_t *bhs, const void *data, uint32_t dlen, int timeout_ms)
+{
+	struct fake *f = (struct fake *)t;
+	(void)timeout_ms;
+	cr_assert_lt(f->nsent, MAX_STEPS);
+	cr_assert_eq(iscsi_bhs_decode(bhs, &f->sent[f->nsent]), 0);
+	cr_assert_leq(dlen, sizeof(f->sent_text[0]));
+	memcpy(f->sent_text[f->nsent], data, dlen);
+	f->sent_len[f->nsent++] = dlen;
+	return 0;
+}
+
+static int fake_recv(struct iscsi_transport *t, uint8_t *bhs, void *data, uint32_t cap, uint32_t *dlen, int timeout_ms)
+{
+	struct fake *f = (struct fake *)t;
+	(void)timeout_ms;
+	if (f->next == f->nsteps)
+		return -ECONNRESET;
+	struct step *s = &f->steps[f->next++];
+	struct iscsi_bhs h = {0};
+	h.opcode = ISCSI_OP_LOGIN_RSP;
+	h.itt = f->sent[f->nsent - 1].itt;
+	h.dlen = (uint32_t)s->text_len;
+	h.u.login.transit = s->transit;
+	h.u.login.cont = s->cont;
+	h.u.login.csg = s->csg;
+	h.u.login.nsg = s->nsg;
+	h.u.login.tsih = 0x1234;
+	h.u.login.statsn = 100 + (uint32_t)f->next;
+	h.u.login.expcmdsn = 1;
+	h.u.login.maxcmdsn = 32;
+	h.u.login.status_class = s->status_class;
+	h.u.login.status_detail = s->status_detail;
+	cr_assert_eq(iscsi_bhs_encode(&h, bhs), 0);
+	cr_assert_leq(s->text_len, cap);
+	memcpy(data, s->text, s->text_len);
+	*dlen = (uint32_t)s->text_len;
+	return 0;
+}
+
+static const struct iscsi_transport_ops fake_ops = {.name = "fake", .send_pdu = fake_send, .recv_pdu = fake_recv};
+
+#define STEP(T, C, CSG, NSG, TEXT) {T, C, CSG, NSG, 0, 0, TEXT, sizeof(TEXT) - 1}
+
+static struct iscsi_login_config config(void)
+{
+	struct iscsi_login_config c = {0};
+	strcpy(c.initiator_name, "iqn.2026-11.org.example:init");
+	strcpy(c.target_name, "iqn.2026-11.org.example:disk");
+	c.isid[0] = 0x80;
+	c.cmdsn = 1;
+	c.timeout_ms = 1000;
+	iscsi_neg_config_default(&c.neg);
+	return c;
+}
+
+static bool sent_has(struct fake *f, int i, const char *kv)
+{
+	size_t n = strlen(kv) + 1;
+	for (uint32_t off = 0; off + n <= f->sent_len[i]; off += (uint32_t)strlen(f->sent_text[i] + off) + 1)
+		if (memcmp(f->sent_text[i] + off, kv, n) == 0)
+			return true;
+	return false;
+}
+
+Test(login, security_then_operational_with_continued_response)
+{
+	struct fake f = {.base = {&fake_ops}};
+	f.steps[0] = (struct step)STEP(true, false, 0, 1, "AuthMethod=None\0TargetPortalGroupTag=1\0");
+	/* The operational answer arrives in two PDUs (C bit on the first). */
+	f.steps[1] = (struct step)STEP(false, true, 1, 0, "HeaderDigest=None\0DataDigest=None\0MaxBurstLength=131072\0");
+	f.steps[2] = (struct step)STEP(true, false, 1, 3, "FirstBurstLength=65536\0ImmediateData=Yes\0InitialR2T=Yes\0"
+							  "MaxRecvDataSegmentLength=8192\0MaxOutstandingR2T=1\0");
+	f.nsteps = 3;
+	struct iscsi_login_config c = config();
+	struct iscsi_login_result r;
+	char err[256] = "";
+	cr_assert_eq(iscsi_login(&f.base, &c, &r, err, sizeof(err)), 0, "%s", err);
+
+	cr_assert_eq(f.nsent, 3);
+	/* 1: security stage, our names, AuthMethod=None, T=1 NSG=1, immediate. */
+	cr_assert(f.sent[0].immediate);
+	cr_assert(f.sent[0].u.login.transit);
+	cr_assert_eq(f.sent[0].u.login.csg, 0);
+	cr_assert_eq(f.sent[0].u.login.nsg, 1);
+	cr_assert(sent_has(&f, 0, "InitiatorName=iqn.2026-11.org.example:init"));
+	cr_assert(sent_has(&f, 0, "TargetName=iqn.2026-11.org.example:disk"));
+	cr_assert(sent_has(&f, 0, "SessionType=Normal"));
+	cr_assert(sent_has(&f, 0, "AuthMethod=None"));
+	cr_assert_eq(memcmp(f.sent[0].u.login.isid, c.isid, 6), 0);
+	/* 2: operational offers, T=1 NSG=3, ExpStatSN follows the response's StatSN. */
+	cr_assert_eq(f.sent[1].u.login.csg, 1);
+	cr_assert_eq(f.sent[1].u.login.nsg, 3);
+	cr_assert(sent_has(&f, 1, "ErrorRecoveryLevel=0"));
+	cr_assert(sent_has(&f, 1, "MaxConnections=1"));
+	cr_assert(sent_has(&f, 1, "HeaderDigest=None"));
+	cr_assert_eq(f.sent[1].u.login.expstatsn, 102);
+	/* 3: the empty request asking for the rest of the continued response. */
+	cr_assert_eq(f.sent_len[2], 0);
+	cr_assert_not(f.sent[2].u.login.transit);
+	cr_assert_not(f.sent[2].u.login.cont);
+
+	cr_assert_eq(r.tsih, 0x1234);
+	cr_assert_eq(r.expstatsn, 104);
+	cr_assert_eq(r.maxcmdsn, 32);
+	cr_assert_eq(r.params.max_burst, 131072);
+	cr_assert_eq(r.params.first_burst, 65536);
+	cr_assert_eq(r.params.max_xmit_dsl, 8192);
+	cr_assert(r.params.immediate_data);
+	cr_assert(r.params.initial_r2t);
+}
+
+Test(login, refused_target_not_found)
+{
+	struct fake f = {.base = {&fake_ops}};
+	f.steps[0] = (struct step){false, false, 0, 0, 0x02, 0x03, "", 0};
+	f.nsteps = 1;
+	struct iscsi_login_config c = config();
+	struct iscsi_login_result r;
+	char err[256] = "";
+	cr_assert_eq(iscsi_login(&f.base, &c, &r, err, sizeof(err)), -ENOENT);
+	cr_assert(strstr(err, "target not found"), "%s", err);
+	cr_assert_eq(r.status_class, 2);
+}
+
+Test(login, authentication_failure_is_eacces)
+{
+	struct fake f = {.base = {&fake_ops}};
+	f.steps[0] = (struct step){false, false, 0, 0, 0x02, 0x01, "", 0};
+	f.nsteps = 1;
+	struct iscsi_login_config c = config();
+	struct iscsi_login_result r;
+	char err[256] = "";
+	cr_assert_eq(iscsi_login(&f.base, &c, &r, err, sizeof(err)), -EACCES);
+	cr_assert(strstr(err, "authentication failed"), "%s", err);
+}
+
+Test(login, target_demanding_chap_is_refused_cleanly)
+{
+	struct fake f = {.base = {&fake_ops}};
+	f.steps[0] = (struct step)STEP(false, false, 0, 0, "AuthMethod=CHAP\0");
+	f.nsteps = 1;
+	struct iscsi_login_config c = config();
+	struct iscsi_login_result r;
+	char err[256] = "";
+	cr_assert_eq(iscsi_login(&f.base, &c, &r, err, sizeof(err)), -EACCES);
+	cr_assert(strstr(err, "CHAP"), "%s", err);
+}
+
+Test(login, illegal_answer_is_eproto)
+{
+	struct fake f = {.base = {&fake_ops}};
+	f.steps[0] = (struct step)STEP(true, false, 0, 1, "AuthMethod=None\0");
+	/* A MaxBurstLength above our offer breaks the min() rule. */
+	f.steps[1] = (struct step)STEP(true, false, 1, 3, "MaxBurstLength=99999999\0");
+	f.nsteps = 2;
+	struct iscsi_login_config c = config();
+	c.neg.max_burst = 262144;
+	struct iscsi_login_result r;
+	char err[256] = "";
+	cr_assert_eq(iscsi_login(&f.base, &c, &r, err, sizeof(err)), -EPROTO);
+	cr_assert(strstr(err, "MaxBurstLength"), "%s", err);
+}
+
+Test(login, malformed_text_is_eproto)
+{
+	struct fake f = {.base = {&fake_ops}};
+	f.steps[0] = (struct step){true, false, 0, 1, 0, 0, "AuthMethod", 10}; /* no '=', no NUL */
+	f.nsteps = 1;
+	struct iscsi_login_config c = config();
+	struct iscsi_login_result r;
+	char err[256] = "";
+	cr_assert_eq(iscsi_login(&f.base, &c, &r, err, sizeof(err)), -EPROTO);
+	cr_assert_neq(err[0], '\0');
+}
+
+Test(login, target_answering_for_the_wrong_stage)
+{
+	struct fake f = {.base = {&fake_ops}};
+	f.steps[0] = (struct step)STEP(true, false, 1, 3, "AuthMethod=None\0");
+	f.nsteps = 1;
+	struct iscsi_login_config c = config();
+	struct iscsi_login_result r;
+	char err[256] = "";
+	cr_assert_eq(iscsi_login(&f.base, &c, &r, err, sizeof(err)), -EPROTO);
+}
+
+Test(login, connection_closed_mid_login)
+{
+	struct fake f = {.base = {&fake_ops}};
+	f.steps[0] = (struct step)STEP(true, false, 0, 1, "AuthMethod=None\0");
+	f.nsteps = 1; /* then the peer hangs up */
+	struct iscsi_login_config c = config();
+	struct iscsi_login_result r;
+	char err[256] = "";
+	cr_assert_eq(iscsi_login(&f.base, &c, &r, err, sizeof(err)), -ECONNRESET);
+	cr_assert(strstr(err, "closed"), "%s", err);
+}
