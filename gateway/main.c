@@ -413,6 +413,13 @@ int main(int argc, char **argv)
 	fuse_session_unmount(se);
 	fuse_remove_signal_handlers(se);
 	sync_all(&g);
+	struct iscsi_session_stats ss;
+	iscsi_session_get_stats(g.s, &ss);
+	log_info("%llu commands, %llu bytes read, %llu bytes written, peak %u commands outstanding, "
+		 "peak %u of %u pool slices in use",
+		 (unsigned long long)ss.commands, (unsigned long long)ss.bytes_read,
+		 (unsigned long long)ss.bytes_written, ss.max_outstanding, buf_pool_max_in_use(g.pool),
+		 buf_pool_nslices(g.pool));
 	rc = lrc < 0 ? 1 : 0;
 out_session:
 	iscsi_session_close(g.s, 10000);

@@ -165,8 +165,29 @@ struct completion {
 	struct iscsi_cmd_result res;
 };
 
+static void txq_remove(struct iscsi_session *s, struct task *t)
+{
+	struct task *prev = NULL;
+	for (struct task *x = s->tx_head; x; prev = x, x = x->next) {
+		if (x != t)
+			continue;
+		if (prev)
+			prev->next = t->next;
+		else
+			s->tx_head = t->next;
+		if (s->tx_tail == t)
+			s->tx_tail = prev;
+		break;
+	}
+	t->in_txq = false;
+	t->next = NULL;
+}
+
 static void task_finish(struct iscsi_session *s, struct task *t, struct completion *c)
 {
+	/* A target may answer before we sent all the data it could take. */
+	if (t->in_txq)
+		txq_remove(s, t);
 	c->cb = t->cmd.cb;
 	c->arg = t->cmd.arg;
 	t->in_use = false;
@@ -600,7 +621,6 @@ static void hook_conn_lost(void *arg, int err)
 			break;
 		struct completion c = {0};
 		c.res.err = err ? -ECONNRESET : -ECONNABORTED;
-		t->in_txq = false;
 		task_finish(s, t, &c);
 		pthread_mutex_unlock(&s->lock);
 		run_completion(&c);
