@@ -38,15 +38,24 @@ static int run(struct iscsi_session *s, uint64_t lun_field, uint8_t *cdb, size_t
 int iscsi_report_luns(struct iscsi_session *s, void *buf, size_t buflen, uint16_t *luns, size_t max, size_t *count)
 {
 	uint8_t cdb[SCSI_CDB_MAX];
-	uint32_t len = buflen > 65536 ? 65536 : (uint32_t)buflen, got;
-	size_t total = 0;
-	int rc = run(s, 0, cdb, scsi_cdb_report_luns(cdb, len), buf, len, &got);
-	if (rc)
-		return rc;
-	rc = scsi_parse_report_luns(buf, got, luns, max, count, &total);
-	if (rc == 0 && total > *count)
+	size_t cap = buflen > 65536 ? 65536 : buflen, total = 0;
+	/* Start small: some targets (istgt) fail allocation lengths above their own buffer. */
+	uint32_t len = cap > 4096 ? 4096 : (uint32_t)cap, got;
+	for (;;) {
+		int rc = run(s, 0, cdb, scsi_cdb_report_luns(cdb, len), buf, len, &got);
+		if (rc)
+			return rc;
+		rc = scsi_parse_report_luns(buf, got, luns, max, count, &total);
+		if (rc)
+			return rc;
+		size_t need = 8 + total * 8;
+		if (need <= len || len >= cap || *count >= max)
+			break;
+		len = (uint32_t)(need < cap ? need : cap);
+	}
+	if (total > *count)
 		log_warn("target reports %zu LUNs, using the first %zu", total, *count);
-	return rc;
+	return 0;
 }
 
 static void probe_vpd(struct iscsi_session *s, struct iscsi_lun_info *o, uint8_t *buf, uint32_t len)

@@ -21,6 +21,8 @@
 # its own DIR.  The stop functions are safe to call from an EXIT trap: on a
 # DIR that was never started, twice, or after a failed start.
 #
+# The targets run in the background of the calling shell, immune to SIGHUP
+# (nohup), so one started by a script that ends keeps serving until stopped.
 # tgtd and istgt need root (tgtd keeps its control socket in /var/run/tgtd).
 
 TGT_IQN=iqn.2026-11.org.example:disk
@@ -170,7 +172,7 @@ tgtd_start() {
 	for ((attempt = 1; attempt <= 10; attempt++)); do
 		port=$(free_port) || return 1
 		ctl=$(_tgtd_free_ctl) || return 1
-		tgtd -f -C "$ctl" --iscsi "portal=127.0.0.1:$port" >"$log" 2>&1 </dev/null &
+		nohup tgtd -f -C "$ctl" --iscsi "portal=127.0.0.1:$port" >"$log" 2>&1 </dev/null &
 		pid=$!
 		printf '%s\n' "$pid" >"$dir/pid"
 		printf '%s\n' "$port" >"$dir/port"
@@ -221,13 +223,16 @@ tgtd_stop() {
 
 	if [[ -n $pid ]] && _targets_alive "$pid" &&
 		_targets_is "$pid" tgtd "portal=127.0.0.1:$port"; then
-		# tgtd ignores SIGTERM; the clean way out is through tgtadm.
+		# tgtd 1.0.85 ignores SIGTERM (its handler does nothing): the clean
+		# way out is through tgtadm.  That works at once when no initiator
+		# is logged in; with sessions up tgtd stays, and SIGKILL follows.
 		if [[ -n $ctl ]]; then
+			timeout 10 tgtadm -C "$ctl" --op update --mode sys --name State -v offline >/dev/null 2>&1 || true
 			_tgtadm "$ctl" --op delete --mode target --tid 1 --force >/dev/null 2>&1 || true
 			timeout 10 tgtadm -C "$ctl" --op delete --mode system >/dev/null 2>&1 || true
-			_targets_wait_gone "$pid" 3 || true
+			_targets_wait_gone "$pid" 2 || true
 		fi
-		_targets_kill "$pid" 5
+		_targets_kill "$pid" 1
 	elif [[ -n $pid ]]; then
 		wait "$pid" 2>/dev/null || true
 	fi
@@ -288,7 +293,7 @@ istgt_start() {
 		ucport=$(free_port) || return 1
 		[[ $ucport != "$port" ]] || continue
 		_istgt_write_conf "$dir" "$ucport" "$port" "$size_mb"
-		istgt -c "$dir/istgt.conf" -D >"$log" 2>&1 </dev/null &
+		nohup istgt -c "$dir/istgt.conf" -D >"$log" 2>&1 </dev/null &
 		pid=$!
 		printf '%s\n' "$pid" >"$dir/pid"
 		printf '%s\n' "$port" >"$dir/port"
