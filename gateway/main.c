@@ -232,6 +232,20 @@ static void sync_all(struct gw *g)
 
 /* ---- daemon start-up ---- */
 
+/*
+ * Until the mount is live nothing can wait for a slow target but the user:
+ * a target that stops answering during login or the LUN probe ends the
+ * start-up with exit 1 (commands have no timeout of their own yet).
+ */
+static void startup_watchdog(int sig)
+{
+	static const char msg[] = "iserfuse: the target did not answer in time; nothing mounted\n";
+	(void)sig;
+	if (write(2, msg, sizeof(msg) - 1) < 0)
+		_exit(1);
+	_exit(1);
+}
+
 static void report_ready(int fd)
 {
 	if (fd < 0)
@@ -288,47 +302,48 @@ int main(int argc, char **argv)
 	struct fuse_args args = FUSE_ARGS_INIT(argc, argv);
 	struct options o = {0};
 	struct fuse_cmdline_opts cmd = {0};
-	struct iscsi_url url;
+	struct iscsi_url url = {0};
 	struct gw g = {0};
 	struct fuse_session *se = NULL;
 	char err[512] = "";
 	int ready_fd = -1, rc = 1;
 
 	if (fuse_opt_parse(&args, &o, option_spec, opt_proc) == -1)
-		return 1;
+		goto out;
 	if (o.show_version) {
 		printf("iserfuse %s\nFUSE library %s\n", ISERFUSE_VERSION, fuse_pkgversion());
-		return 0;
+		rc = 0;
+		goto out;
 	}
 	if (o.show_help) {
 		usage(stdout);
 		fuse_lowlevel_help();
-		return 0;
+		rc = 0;
+		goto out;
 	}
 	if (fuse_parse_cmdline(&args, &cmd) != 0)
-		return 1;
+		goto out;
 	if (!o.url || !cmd.mountpoint) {
 		fprintf(stderr, "iserfuse: %s\n", !o.url ? "missing URL and mount point" : "missing mount point");
 		usage(stderr);
-		return 1;
+		goto out;
 	}
 	if (iscsi_url_parse(o.url, true, &url, err, sizeof(err))) {
 		fprintf(stderr, "iserfuse: bad URL: %s\n", err);
-		return 1;
+		goto out;
 	}
 	if (url.iser) {
 		fprintf(stderr, "iserfuse: iSER transport (?iser) is not available in this build\n");
-		return 1;
+		goto out;
 	}
 	if (url.user[0] || url.password[0]) {
 		fprintf(stderr, "iserfuse: CHAP credentials in the URL are not supported yet\n");
-		iscsi_url_wipe(&url);
-		return 1;
+		goto out;
 	}
 	struct stat st;
 	if (stat(cmd.mountpoint, &st) || !S_ISDIR(st.st_mode)) {
 		fprintf(stderr, "iserfuse: mount point %s is not a directory\n", cmd.mountpoint);
-		return 1;
+		goto out;
 	}
 	if (cmd.debug)
 		log_set_level(LOG_LVL_DEBUG);
@@ -337,7 +352,7 @@ int main(int argc, char **argv)
 	size_t max_io = (size_t)(o.max_io_kib ? o.max_io_kib : DEFAULT_MAX_IO / 1024) * 1024;
 	if (qd > 4096 || max_io < 4096 || max_io > 4u * 1024 * 1024 || max_io % 4096) {
 		fprintf(stderr, "iserfuse: queue_depth must be 1..4096 and max_io_kib a multiple of 4 in 4..4096\n");
-		return 1;
+		goto out;
 	}
 	g.max_io = max_io;
 	g.ro = o.ro;
@@ -352,16 +367,20 @@ int main(int argc, char **argv)
 	/* Validates the FUSE options (unknown ones fail here, before anything else). */
 	se = fuse_session_new(&args, &gw_ops, sizeof(gw_ops), &g);
 	if (!se)
-		return 1;
+		goto out;
 
 	if (!cmd.foreground && daemon_fork(&ready_fd))
 		goto out;
+
+	unsigned login_timeout = o.login_timeout ? o.login_timeout : 15;
+	signal(SIGALRM, startup_watchdog);
+	alarm(2 * login_timeout + 5);
 
 	struct iscsi_session_config sc = {
 		.transport = &iscsi_tcp_transport,
 		.port = url.port,
 		.queue_depth = qd,
-		.timeout_ms = (int)(o.login_timeout ? o.login_timeout : 15) * 1000,
+		.timeout_ms = (int)login_timeout * 1000,
 	};
 	snprintf(sc.host, sizeof(sc.host), "%s", url.host);
 	snprintf(sc.target_name, sizeof(sc.target_name), "%s", url.target);
@@ -390,6 +409,8 @@ int main(int argc, char **argv)
 		fprintf(stderr, "iserfuse: cannot mount on %s\n", cmd.mountpoint);
 		goto out_session;
 	}
+	alarm(0);
+	signal(SIGALRM, SIG_DFL);
 	report_ready(ready_fd);
 	ready_fd = -1;
 	if (!cmd.foreground) {
