@@ -110,6 +110,7 @@ static void finish(struct blk_req *r, int err)
 	if (r->phase == PH_SYNC) {
 		if (err)
 			atomic_store(&d->dirty, true);
+		atomic_fetch_sub(&d->syncs_inflight, 1);
 		r->cb(r->arg, err, NULL, 0);
 		free(r);
 		return;
@@ -281,7 +282,12 @@ void blk_write_submit(struct blk_req *r, blk_done_fn cb, void *arg)
 
 int blk_sync(struct blk_dev *d, blk_done_fn cb, void *arg)
 {
-	if (!atomic_exchange(&d->dirty, false)) {
+	/*
+	 * Nothing written since the last SYNCHRONIZE CACHE, and none in flight:
+	 * done.  While one is in flight its result is not ours to report, so
+	 * we send another (it covers every write completed before it).
+	 */
+	if (!atomic_exchange(&d->dirty, false) && atomic_load(&d->syncs_inflight) == 0) {
 		cb(arg, 0, NULL, 0);
 		return 0;
 	}
@@ -290,6 +296,7 @@ int blk_sync(struct blk_dev *d, blk_done_fn cb, void *arg)
 		atomic_store(&d->dirty, true);
 		return -ENOMEM;
 	}
+	atomic_fetch_add(&d->syncs_inflight, 1);
 	r->d = d;
 	r->phase = PH_SYNC;
 	r->cb = cb;

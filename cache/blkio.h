@@ -34,7 +34,8 @@ struct blk_dev {
 	uint32_t max_xfer_blocks;  /* most blocks in one SCSI command */
 	size_t max_io;             /* most bytes in one blk request */
 	bool use16;
-	atomic_bool dirty;         /* written since the last SYNCHRONIZE CACHE */
+	atomic_bool dirty;         /* written since the last SYNCHRONIZE CACHE was sent */
+	atomic_uint syncs_inflight; /* SYNCHRONIZE CACHE commands not yet completed */
 	pthread_mutex_t lock;      /* guards `writes` */
 	pthread_cond_t cv;
 	struct blk_req *writes;    /* writes in flight (their block extents) */

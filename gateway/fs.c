@@ -33,12 +33,12 @@ static void fill_attr(struct gw *g, fuse_ino_t ino, struct stat *st)
 	st->st_gid = g->gid;
 	st->st_atim = st->st_mtim = st->st_ctim = g->mtime;
 	if (ino == ROOT_INO) {
-		st->st_mode = S_IFDIR | 0755;
+		st->st_mode = S_IFDIR | (0777 & ~g->umask);
 		st->st_nlink = 2;
 		return;
 	}
 	struct gw_lun *l = lun_by_ino(g, ino);
-	st->st_mode = S_IFREG | (l->ro ? 0444 : 0644);
+	st->st_mode = S_IFREG | ((l->ro ? 0444 : 0666) & ~g->umask);
 	st->st_nlink = 1;
 	st->st_size = (off_t)l->dev.size;
 	st->st_blksize = l->dev.bs > 4096 ? l->dev.bs : 4096;
@@ -173,11 +173,29 @@ static void gw_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 	fuse_reply_open(req, fi);
 }
 
+/* A lost or broken connection reaches the file's user as EIO, as on a disk. */
+static int io_errno(int err)
+{
+	switch (err) {
+	case -ECONNRESET:
+	case -ECONNABORTED:
+	case -ENOTCONN:
+	case -EPROTO:
+	case -EPIPE:
+	case -ETIMEDOUT:
+	case -EAGAIN: /* retries exhausted (UNIT ATTENTION, NOT READY, ...) */
+	case -EBUSY:
+		return EIO;
+	default:
+		return -err;
+	}
+}
+
 static void read_done(void *arg, int err, const void *data, size_t len)
 {
 	fuse_req_t req = arg;
 	if (err)
-		fuse_reply_err(req, -err);
+		fuse_reply_err(req, io_errno(err));
 	else
 		fuse_reply_buf(req, data, len);
 }
@@ -213,7 +231,7 @@ static void write_done(void *arg, int err, const void *data, size_t len)
 	fuse_req_t req = arg;
 	(void)data;
 	if (err)
-		fuse_reply_err(req, -err);
+		fuse_reply_err(req, io_errno(err));
 	else
 		fuse_reply_write(req, len);
 }
@@ -271,7 +289,7 @@ static void sync_done(void *arg, int err, const void *data, size_t len)
 {
 	(void)data;
 	(void)len;
-	fuse_reply_err((fuse_req_t)arg, -err);
+	fuse_reply_err((fuse_req_t)arg, err ? io_errno(err) : 0);
 }
 
 static void do_sync(fuse_req_t req, fuse_ino_t ino)

@@ -35,6 +35,7 @@ struct gw {
 	bool ro;
 	uid_t uid;
 	gid_t gid;
+	mode_t umask;           /* cleared from 0777 (directory) and 0666/0444 (LUN files) */
 	struct timespec mtime;
 };
 
@@ -49,5 +50,16 @@ extern const struct fuse_lowlevel_ops gw_ops;
  * anyway).
  */
 int gw_default_initiator_name(char *out, size_t cap);
+
+/*
+ * iserfuse --list URL (list.c): SendTargets discovery on the URL's portal
+ * (RFC 7143 Appendix C), then a session per target and portal, REPORT LUNS
+ * and a probe of each LUN, printed to stdout.  initiator_name may be NULL
+ * (the kept default); login_timeout_s 0 means 15 s.  Returns the exit
+ * status: 0 once discovery worked (a target whose login fails gets an
+ * "Error:" line), 1 for a bad URL, an unreachable portal or a failed
+ * discovery login (one line on stderr).
+ */
+int gw_list(const char *url, const char *initiator_name, unsigned login_timeout_s);
 
 #endif

@@ -22,6 +22,7 @@
 
 #include "../initiator/log.h"
 #include "../initiator/url.h"
+#include "credentials.h"
 #include "gateway.h"
 
 #ifndef ISERFUSE_VERSION
@@ -39,12 +40,17 @@ struct options {
 	unsigned max_io_kib;
 	unsigned pool_slices;
 	unsigned login_timeout;
+	char *header_digest, *data_digest; /* -o header_digest=, data_digest=: none|crc32c|auto */
+	char *secret_file;   /* -o secret_file=PATH: CHAP credentials */
 	int ro;
 	int nonopts;
 	int show_help, show_version;
+	int list;            /* --list: discovery, no mount */
+	int has_umask;
+	unsigned umask;      /* -o umask=NNN (octal) */
 };
 
-enum { KEY_RO, KEY_HELP, KEY_VERSION };
+enum { KEY_RO, KEY_HELP, KEY_VERSION, KEY_LIST, KEY_UMASK };
 
 #define OPT(t, p) {t, offsetof(struct options, p), 1}
 static const struct fuse_opt option_spec[] = {
@@ -53,11 +59,16 @@ static const struct fuse_opt option_spec[] = {
 	OPT("max_io_kib=%u", max_io_kib),
 	OPT("pool_slices=%u", pool_slices),
 	OPT("login_timeout=%u", login_timeout),
+	OPT("header_digest=%s", header_digest),
+	OPT("data_digest=%s", data_digest),
+	OPT("secret_file=%s", secret_file),
 	FUSE_OPT_KEY("ro", KEY_RO),
 	FUSE_OPT_KEY("-h", KEY_HELP),
 	FUSE_OPT_KEY("--help", KEY_HELP),
 	FUSE_OPT_KEY("-V", KEY_VERSION),
 	FUSE_OPT_KEY("--version", KEY_VERSION),
+	FUSE_OPT_KEY("--list", KEY_LIST),
+	FUSE_OPT_KEY("umask=", KEY_UMASK),
 	FUSE_OPT_END,
 };
 
@@ -65,6 +76,7 @@ static void usage(FILE *f)
 {
 	fprintf(f,
 		"usage: iserfuse [options] iscsi://[user[%%password]@]host[:port]/target-iqn[/lun] MOUNTPOINT\n"
+		"       iserfuse --list [-o initiator_name=IQN] iscsi://host[:port]\n"
 		"\n"
 		"Exposes the disk LUNs of an iSCSI target as files MOUNTPOINT/lun<N>.\n"
 		"\n"
@@ -75,10 +87,20 @@ static void usage(FILE *f)
 		"    -o max_io_kib=N        largest FUSE read/write in KiB (default %u)\n"
 		"    -o pool_slices=N       payload buffers in the pool (default: queue_depth)\n"
 		"    -o login_timeout=S     connect and login timeout in seconds (default 15)\n"
+		"    -o secret_file=PATH    CHAP credentials, 'key = value' lines: username, password,\n"
+		"                           mutual_username, mutual_password (file mode 0600 or stricter)\n"
+		"                           CHAP credentials come from the URL (user%%password@, ?target_user=,\n"
+		"                           ?target_password= for mutual CHAP), then secret_file, then\n"
+		"                           ISERFUSE_CHAP_USERNAME, ISERFUSE_CHAP_PASSWORD,\n"
+		"                           ISERFUSE_CHAP_MUTUAL_USERNAME, ISERFUSE_CHAP_MUTUAL_PASSWORD\n"
+		"    -o header_digest=D     CRC32C header digests: none (default), crc32c (required) or auto\n"
+		"    -o data_digest=D       CRC32C data digests: none (default), crc32c (required) or auto\n"
 		"    -f                     stay in the foreground\n"
 		"    -d                     debug output (implies -f)\n"
 		"    -s                     single-threaded FUSE loop\n"
 		"    -o allow_other         let other users use the mount (needs user_allow_other)\n"
+		"    -o umask=NNN           permission bits to clear (octal, default 077: files 0600, directory 0700)\n"
+		"    --list                 list the targets and LUNs behind a portal (SendTargets), mount nothing\n"
 		"    -h, --help             this text and the FUSE options\n"
 		"    -V, --version          versions\n"
 		"\n",
@@ -109,12 +131,50 @@ static int opt_proc(void *data, const char *arg, int key, struct fuse_args *outa
 	case KEY_VERSION:
 		o->show_version = 1;
 		return 0;
+	case KEY_LIST:
+		o->list = 1;
+		return 0;
+	case KEY_UMASK: {
+		char *end = NULL;
+		unsigned long m = strtoul(arg + strlen("umask="), &end, 8);
+		if (end == arg + strlen("umask=") || *end || m > 0777) {
+			fprintf(stderr, "iserfuse: bad option '%s': an octal mask up to 0777 is expected\n", arg);
+			return -1;
+		}
+		o->umask = (unsigned)m;
+		o->has_umask = 1;
+		return 0; /* applied in fill_attr; libfuse's low-level API rejects umask= */
+	}
 	default:
 		return 1;
 	}
 }
 
 /* ---- setting up the session and the LUN files ---- */
+
+/*
+ * HeaderDigest/DataDigest offers (RFC 7143 §13.1) from the URL's
+ * header_digest/data_digest, then from -o header_digest=/data_digest=,
+ * which win.  Returns 0, or -1 after printing why.
+ */
+static int set_digests(struct iscsi_neg_config *neg, const struct iscsi_url *url, const struct options *o)
+{
+	const char *const names[2] = {"header_digest", "data_digest"};
+	const char *const from_url[2] = {url->header_digest, url->data_digest};
+	const char *const from_opt[2] = {o->header_digest, o->data_digest};
+	for (int i = 0; i < 2; i++) {
+		if (from_url[i][0] && iscsi_neg_set_digest(neg, i == 1, from_url[i])) {
+			fprintf(stderr, "iserfuse: bad URL: %s=%s\n", names[i], from_url[i]);
+			return -1;
+		}
+		if (from_opt[i] && iscsi_neg_set_digest(neg, i == 1, from_opt[i])) {
+			fprintf(stderr, "iserfuse: bad option '%s=%s': none, crc32c or auto expected\n", names[i],
+				from_opt[i]);
+			return -1;
+		}
+	}
+	return 0;
+}
 
 static int open_luns(struct gw *g, const struct iscsi_url *url, char *err, size_t err_cap)
 {
@@ -137,6 +197,11 @@ static int open_luns(struct gw *g, const struct iscsi_url *url, char *err, size_
 	}
 	size_t ndisk = 0;
 	for (size_t i = 0; i < nluns; i++) {
+		bool dup = false;
+		for (size_t j = 0; j < i; j++)
+			dup = dup || luns[j] == luns[i];
+		if (dup)
+			continue; /* one file per LUN, however often the target lists it */
 		struct iscsi_lun_info *info = &infos[ndisk];
 		rc = iscsi_lun_probe(g->s, luns[i], scratch, buf_pool_slice_size(g->pool), info);
 		if (rc) {
@@ -172,6 +237,18 @@ static int open_luns(struct gw *g, const struct iscsi_url *url, char *err, size_
 				rc = -ENOTSUP;
 				goto out;
 			}
+			continue;
+		}
+		if (info->cap.nblocks > (uint64_t)INT64_MAX / info->cap.block_size) {
+			/* The size in bytes would not fit off_t (or would wrap). */
+			snprintf(err, err_cap, "LUN %u: capacity of %llu blocks of %u bytes is too large", luns[i],
+				 (unsigned long long)info->cap.nblocks, info->cap.block_size);
+			if (url->lun >= 0) {
+				rc = -EOVERFLOW;
+				goto out;
+			}
+			log_warn("%s, skipped", err);
+			err[0] = '\0';
 			continue;
 		}
 		ndisk++;
@@ -217,16 +294,23 @@ static void sync_all_done(void *arg, int err, const void *data, size_t len)
 	__atomic_store_n(res, err ? err : 1, __ATOMIC_SEQ_CST);
 }
 
-static void sync_all(struct gw *g)
+/*
+ * SYNCHRONIZE CACHE on every LUN written.  res[] (one int per LUN) must
+ * outlive the session: a command that times out here still completes
+ * later, when the session closes.
+ */
+static void sync_all(struct gw *g, int *res)
 {
 	for (size_t i = 0; i < g->nluns; i++) {
-		int res = 0;
-		if (g->luns[i].ro || blk_sync(&g->luns[i].dev, sync_all_done, &res))
+		if (g->luns[i].ro || blk_sync(&g->luns[i].dev, sync_all_done, &res[i]))
 			continue;
-		for (int waited = 0; !__atomic_load_n(&res, __ATOMIC_SEQ_CST) && waited < 30000; waited += 10)
+		for (int waited = 0; !__atomic_load_n(&res[i], __ATOMIC_SEQ_CST) && waited < 30000; waited += 10)
 			usleep(10000);
-		if (res < 0)
-			log_err("%s: SYNCHRONIZE CACHE failed: %s", g->luns[i].name, strerror(-res));
+		int r = __atomic_load_n(&res[i], __ATOMIC_SEQ_CST);
+		if (r < 0)
+			log_err("%s: SYNCHRONIZE CACHE failed: %s", g->luns[i].name, strerror(-r));
+		else if (r == 0)
+			log_err("%s: no answer to SYNCHRONIZE CACHE within 30 s", g->luns[i].name);
 	}
 }
 
@@ -303,13 +387,16 @@ int main(int argc, char **argv)
 	struct options o = {0};
 	struct fuse_cmdline_opts cmd = {0};
 	struct iscsi_url url = {0};
+	struct gw_creds creds = {0};
 	struct gw g = {0};
 	struct fuse_session *se = NULL;
 	char err[512] = "";
-	int ready_fd = -1, rc = 1;
+	int ready_fd = -1, rc = 1, *sync_res = NULL;
 
+	signal(SIGPIPE, SIG_IGN); /* a closed connection is an error return, not a signal */
 	if (fuse_opt_parse(&args, &o, option_spec, opt_proc) == -1)
 		goto out;
+	gw_creds_scrub_argv(argc, argv); /* o.url keeps the only copy of any password */
 	if (o.show_version) {
 		printf("iserfuse %s\nFUSE library %s\n", ISERFUSE_VERSION, fuse_pkgversion());
 		rc = 0;
@@ -319,6 +406,15 @@ int main(int argc, char **argv)
 		usage(stdout);
 		fuse_lowlevel_help();
 		rc = 0;
+		goto out;
+	}
+	if (o.list) {
+		/* Discovery only: no mount point, no FUSE session. */
+		if (o.nonopts || !o.url) {
+			fprintf(stderr, "iserfuse: --list takes one URL, iscsi://host[:port], and no mount point\n");
+			goto out;
+		}
+		rc = gw_list(o.url, o.initiator_name, o.login_timeout);
 		goto out;
 	}
 	if (fuse_parse_cmdline(&args, &cmd) != 0)
@@ -336,10 +432,14 @@ int main(int argc, char **argv)
 		fprintf(stderr, "iserfuse: iSER transport (?iser) is not available in this build\n");
 		goto out;
 	}
-	if (url.user[0] || url.password[0]) {
-		fprintf(stderr, "iserfuse: CHAP credentials in the URL are not supported yet\n");
+	explicit_bzero(o.url, strlen(o.url));
+	if (gw_creds_load(&creds, &url, o.secret_file))
 		goto out;
-	}
+	iscsi_url_wipe(&url);
+	struct iscsi_neg_config digest_check;
+	iscsi_neg_config_default(&digest_check);
+	if (set_digests(&digest_check, &url, &o))
+		goto out; /* a bad digest option fails before anything starts */
 	struct stat st;
 	if (stat(cmd.mountpoint, &st) || !S_ISDIR(st.st_mode)) {
 		fprintf(stderr, "iserfuse: mount point %s is not a directory\n", cmd.mountpoint);
@@ -358,6 +458,7 @@ int main(int argc, char **argv)
 	g.ro = o.ro;
 	g.uid = getuid();
 	g.gid = getgid();
+	g.umask = o.has_umask ? (mode_t)o.umask : 077;
 	clock_gettime(CLOCK_REALTIME, &g.mtime);
 
 	char maxread[64];
@@ -389,12 +490,19 @@ int main(int argc, char **argv)
 	else if (gw_default_initiator_name(sc.initiator_name, sizeof(sc.initiator_name)))
 		log_info("cannot keep the generated initiator name; using %s", sc.initiator_name);
 	iscsi_neg_config_default(&sc.neg);
+	if (set_digests(&sc.neg, &url, &o))
+		goto out;
 
-	if (iscsi_session_open(&sc, &g.s, err, sizeof(err))) {
+	gw_creds_to_session(&creds, &sc);
+	int src = iscsi_session_open(&sc, &g.s, err, sizeof(err));
+	gw_creds_wipe_session(&sc);
+	if (src) {
 		fprintf(stderr, "iserfuse: %s\n", err);
 		goto out;
 	}
-	unsigned slices = o.pool_slices ? o.pool_slices : qd;
+	/* Each block request holds one slice and one command at a time: more slices than
+	 * task slots would only make requests wait for a task instead of a slice. */
+	unsigned slices = o.pool_slices && o.pool_slices < qd ? o.pool_slices : qd;
 	int prc = buf_pool_create(&g.pool, max_io + 4 * BLOCK_SIZE_MAX, slices < 2 ? 2 : slices);
 	if (prc) {
 		fprintf(stderr, "iserfuse: cannot allocate the buffer pool (%u x %zu bytes): %s\n", slices,
@@ -433,7 +541,10 @@ int main(int argc, char **argv)
 	}
 	fuse_session_unmount(se);
 	fuse_remove_signal_handlers(se);
-	sync_all(&g);
+	sync_res = calloc(g.nluns, sizeof(*sync_res));
+	iscsi_session_drain(g.s, 30000); /* replies still in flight after the last FUSE request */
+	if (sync_res)
+		sync_all(&g, sync_res);
 	struct iscsi_session_stats ss;
 	iscsi_session_get_stats(g.s, &ss);
 	log_info("%llu commands, %llu bytes read, %llu bytes written, peak %u commands outstanding, "
@@ -444,6 +555,7 @@ int main(int argc, char **argv)
 	rc = lrc < 0 ? 1 : 0;
 out_session:
 	iscsi_session_close(g.s, 10000);
+	free(sync_res);
 	for (size_t i = 0; i < g.nluns; i++)
 		blk_dev_fini(&g.luns[i].dev);
 	free(g.luns);
@@ -452,9 +564,15 @@ out:
 	if (se)
 		fuse_session_destroy(se);
 	iscsi_url_wipe(&url);
+	gw_creds_wipe(&creds);
 	free(cmd.mountpoint);
+	if (o.url)
+		explicit_bzero(o.url, strlen(o.url));
 	free(o.url);
+	free(o.secret_file);
 	free(o.initiator_name);
+	free(o.header_digest);
+	free(o.data_digest);
 	fuse_opt_free_args(&args);
 	return rc;
 }

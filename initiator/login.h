@@ -1,10 +1,10 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * Login phase (RFC 7143 §6.3, §11.12-13): security stage (AuthMethod=None
- * for now), operational stage (text.c negotiates the keys), transition to
- * the full feature phase.  Runs on the caller's thread over the
- * transport's blocking send_pdu/recv_pdu; text continuation (C bit) both
- * ways.
+ * Login phase (RFC 7143 §6.3, §11.12-13): security stage (AuthMethod=None,
+ * or CHAP one-way or mutual, §12.1.3), operational stage (text.c
+ * negotiates the keys), transition to the full feature phase.  Runs on
+ * the caller's thread over the transport's blocking send_pdu/recv_pdu;
+ * text continuation (C bit) both ways.
  */
 #ifndef ISERFUSE_LOGIN_H
 #define ISERFUSE_LOGIN_H
@@ -12,6 +12,7 @@
 #include <stdbool.h>
 #include <stdint.h>
 
+#include "chap.h"
 #include "text.h"
 #include "transport.h"
 #include "url.h"
@@ -25,6 +26,19 @@ struct iscsi_login_config {
 	uint32_t cmdsn;                  /* initial CmdSN */
 	struct iscsi_neg_config neg;
 	int timeout_ms;                  /* per PDU exchange */
+	/*
+	 * CHAP credentials (RFC 7143 §12.1.3), NUL-terminated; all "" for
+	 * AuthMethod=None.  chap_user and chap_secret authenticate us to the
+	 * target; with chap_mutual_user and chap_mutual_secret set too, the
+	 * target must prove it knows chap_mutual_secret and give that name.
+	 * Owned by the caller, who wipes them (iscsi_login_config_wipe).
+	 */
+	char chap_user[ISCSI_CRED_MAX];
+	char chap_secret[ISCSI_CRED_MAX];
+	char chap_mutual_user[ISCSI_CRED_MAX];
+	char chap_mutual_secret[ISCSI_CRED_MAX];
+	/* CHAP_A values offered, most preferred first, 0-terminated; all 0: 8,7,6,5 */
+	uint8_t chap_algs[ISCSI_CHAP_ALGS_MAX];
 };
 
 struct iscsi_login_result {
@@ -33,17 +47,34 @@ struct iscsi_login_result {
 	uint32_t expstatsn;              /* StatSN of the final login response + 1 */
 	uint32_t expcmdsn, maxcmdsn;
 	uint8_t status_class, status_detail; /* of the last login response */
+	uint8_t chap_alg;                /* CHAP_A the target chose (also on failure); 0: no CHAP */
 };
 
 /*
  * Log in on a connected transport.  Returns 0 on success (full feature
  * phase reached), or a negative errno with a one-line reason in err:
- * -EACCES (authentication failed / not authorised), -ENOENT (target not
- * found), -EAGAIN (target busy or redirected), -EPROTO (protocol
- * violation or impossible negotiation), -ETIMEDOUT, or the transport's error.
+ * -EACCES (authentication failed / not authorised, the target demands
+ * CHAP and no credentials are configured, a CHAP challenge refused, the
+ * target failed mutual CHAP), -EINVAL (inconsistent credentials in cfg),
+ * -ENOENT (target not found), -EAGAIN (target busy or redirected),
+ * -EPROTO (protocol violation or impossible negotiation), -ETIMEDOUT, or
+ * the transport's error.  Secrets never appear in err or in the log.
  */
 int iscsi_login(struct iscsi_transport *t, const struct iscsi_login_config *cfg,
 		struct iscsi_login_result *res, char *err, size_t err_cap);
+
+/*
+ * Interoperability with targets that take CHAP_A=7 for SHA-1 (tgt up to at
+ * least 1.0.85; IANA assigns 7 to SHA-256, RFC 7143 §12.1.3): when `res`
+ * says the target chose 7 and then refused the login with an initiator
+ * error (status class 2, detail 0 or 1), removes 7 from cfg->chap_algs and
+ * returns true: the caller may connect again and retry once.  Otherwise
+ * changes nothing and returns false.
+ */
+bool iscsi_login_chap_retry(struct iscsi_login_config *cfg, const struct iscsi_login_result *res);
+
+/* Wipe the CHAP credentials in cfg (explicit_bzero). */
+void iscsi_login_config_wipe(struct iscsi_login_config *cfg);
 
 /* Fill isid with a random-type ISID (RFC 7143 §11.12.5: T=10b). */
 void iscsi_isid_random(uint8_t isid[6]);

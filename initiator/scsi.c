@@ -374,8 +374,10 @@ static int name_ascii(const struct scsi_designator *d, char *out, size_t cap)
 
 		if (!is_print(c))
 			continue;
-		if (o + 1 >= cap)
+		if (o + 1 >= cap) {
+			out[0] = '\0'; /* no half name left behind */
 			return -ERANGE;
+		}
 		out[o++] = c == ' ' ? '_' : c == '/' ? '-' : (char)c;
 	}
 	out[o] = '\0';

@@ -317,7 +317,12 @@ static int hook_tx_fill(void *arg, struct iscsi_tx_slot *slots, int max)
 		h.itt = ISCSI_RESERVED_TAG;
 		h.dlen = s->nop_dlen;
 		h.u.nop.ttt = s->nop_ttt;
-		h.u.nop.cmdsn = s->cmdsn;
+		h.u.nop.cmdsn = s->cmdsn; /* immediate: the CmdSN of the next command not yet sent */
+		for (struct task *q = s->tx_head; q; q = q->next)
+			if (!q->cmd_sent) {
+				h.u.nop.cmdsn = q->cmdsn;
+				break;
+			}
 		h.u.nop.expstatsn = s->expstatsn;
 		iscsi_bhs_encode(&h, slots[n].bhs);
 		slots[n].data = s->nop_dlen ? s->nop_data : NULL;
@@ -430,6 +435,14 @@ static int rx_data_in(struct iscsi_session *s, const struct iscsi_bhs *h, struct
 	memset(&c->res, 0, sizeof(c->res));
 	c->res.status = h->u.data_in.status;
 	set_residual(&c->res, t->cmd.len, h->u.data_in.underflow, h->u.data_in.overflow, h->u.data_in.residual);
+	if (c->res.xfer_len > t->rx_offset) {
+		/* More data claimed than arrived: the rest of the buffer is stale, whatever the status. */
+		if (c->res.status == SCSI_STATUS_GOOD) {
+			log_err("Data-In ITT 0x%08x: GOOD after %u of %u bytes", h->itt, t->rx_offset, c->res.xfer_len);
+			c->res.err = -EIO;
+		}
+		c->res.xfer_len = t->rx_offset;
+	}
 	task_finish(s, t, c);
 	*done = true;
 	return 0;
@@ -463,13 +476,16 @@ static int rx_scsi_rsp(struct iscsi_session *s, const struct iscsi_bhs *h, const
 			}
 		}
 	}
-	if (t->cmd.dir == ISCSI_DIR_READ && !h->u.rsp.underflow && t->rx_offset < t->cmd.len &&
-	    c->res.status == SCSI_STATUS_GOOD && !c->res.err) {
-		/* GOOD without all the data and without an underflow: the target lied. */
-		log_err("SCSI Response ITT 0x%08x: GOOD after %u of %u bytes", h->itt, t->rx_offset, t->cmd.len);
-		c->res.err = -EIO;
-	}
 	set_residual(&c->res, t->cmd.len, h->u.rsp.underflow, h->u.rsp.overflow, h->u.rsp.residual);
+	if (t->cmd.dir == ISCSI_DIR_READ && c->res.xfer_len > t->rx_offset) {
+		/* More data claimed than arrived (no or too small an underflow): the rest is stale. */
+		if (c->res.status == SCSI_STATUS_GOOD && !c->res.err) {
+			log_err("SCSI Response ITT 0x%08x: GOOD after %u of %u bytes", h->itt, t->rx_offset,
+				c->res.xfer_len);
+			c->res.err = -EIO;
+		}
+		c->res.xfer_len = t->rx_offset;
+	}
 	task_finish(s, t, c);
 	*done = true;
 	return 0;
@@ -487,7 +503,9 @@ static int rx_r2t(struct iscsi_session *s, const struct iscsi_bhs *h)
 		log_err("R2T ITT 0x%08x asks for %u bytes at %u of a %u-byte write", h->itt, len, off, t->cmd.len);
 		return -EPROTO;
 	}
-	if (t->r2t_count == R2T_QUEUE) {
+	/* Outstanding: queued, plus the solicited burst being sent (§13.17). */
+	uint32_t pending = t->r2t_count + (t->bursting && t->burst_ttt != ISCSI_RESERVED_TAG);
+	if (t->r2t_count == R2T_QUEUE || pending >= (s->params.max_outstanding_r2t ? s->params.max_outstanding_r2t : 1)) {
 		log_err("R2T ITT 0x%08x: more outstanding R2Ts than negotiated", h->itt);
 		return -EPROTO;
 	}
@@ -571,6 +589,11 @@ static int hook_rx_pdu(void *arg, const uint8_t *bhs, const uint8_t *data, uint3
 		}
 		break;
 	case ISCSI_OP_LOGOUT_RSP:
+		if (!s->logout_sent || h.itt != s->logout_itt) {
+			log_err("Logout Response we did not ask for (ITT 0x%08x)", h.itt);
+			rc = -EPROTO;
+			break;
+		}
 		update_cmdsn(s, h.u.logout.expcmdsn, h.u.logout.maxcmdsn);
 		update_statsn(s, h.u.logout.statsn);
 		if (h.u.logout.response != 0)
@@ -586,7 +609,9 @@ static int hook_rx_pdu(void *arg, const uint8_t *bhs, const uint8_t *data, uint3
 		update_cmdsn(s, h.u.reject.expcmdsn, h.u.reject.maxcmdsn);
 		rc = rx_reject(s, &h, data, dlen, &c, &done);
 		break;
-	case ISCSI_OP_TEXT_RSP:
+	case ISCSI_OP_TEXT_RSP: /* decoded into u.text, not u.tmf_rsp */
+		update_cmdsn(s, h.u.text.expcmdsn, h.u.text.maxcmdsn);
+		break;
 	case ISCSI_OP_TASK_MGMT_RSP:
 		update_cmdsn(s, h.u.tmf_rsp.expcmdsn, h.u.tmf_rsp.maxcmdsn);
 		break;
@@ -642,6 +667,14 @@ static const struct iscsi_transport_hooks session_hooks = {
 
 /* ---- public API ---- */
 
+static void session_wipe_creds(struct iscsi_session *s)
+{
+	explicit_bzero(s->cfg.chap_user, sizeof(s->cfg.chap_user));
+	explicit_bzero(s->cfg.chap_secret, sizeof(s->cfg.chap_secret));
+	explicit_bzero(s->cfg.chap_mutual_user, sizeof(s->cfg.chap_mutual_user));
+	explicit_bzero(s->cfg.chap_mutual_secret, sizeof(s->cfg.chap_mutual_secret));
+}
+
 int iscsi_session_open(const struct iscsi_session_config *cfg, struct iscsi_session **out,
 		       char *err, size_t err_cap)
 {
@@ -672,8 +705,10 @@ int iscsi_session_open(const struct iscsi_session_config *cfg, struct iscsi_sess
 	pthread_cond_init(&s->state_cv, NULL);
 
 	int rc = cfg->transport->connect(&s->t, cfg->host, cfg->port, cfg->timeout_ms, err, err_cap);
-	if (rc)
+	if (rc) {
+		session_wipe_creds(s);
 		goto fail;
+	}
 
 	struct iscsi_login_config lc = {0};
 	snprintf(lc.initiator_name, sizeof(lc.initiator_name), "%s", cfg->initiator_name);
@@ -682,8 +717,27 @@ int iscsi_session_open(const struct iscsi_session_config *cfg, struct iscsi_sess
 	lc.cmdsn = 1;
 	lc.neg = cfg->neg;
 	lc.timeout_ms = cfg->timeout_ms;
+	memcpy(lc.chap_user, cfg->chap_user, sizeof(lc.chap_user));
+	memcpy(lc.chap_secret, cfg->chap_secret, sizeof(lc.chap_secret));
+	memcpy(lc.chap_mutual_user, cfg->chap_mutual_user, sizeof(lc.chap_mutual_user));
+	memcpy(lc.chap_mutual_secret, cfg->chap_mutual_secret, sizeof(lc.chap_mutual_secret));
+	session_wipe_creds(s);
 	struct iscsi_login_result lr;
 	rc = iscsi_login(s->t, &lc, &lr, err, err_cap);
+	if (rc && iscsi_login_chap_retry(&lc, &lr)) {
+		/* The target took CHAP_A=7 for SHA-1 (see iscsi_login_chap_retry): once more without it. */
+		log_info("login with CHAP SHA-256 refused; retrying without CHAP_A=7");
+		s->t->ops->shutdown(s->t);
+		s->t->ops->destroy(s->t);
+		s->t = NULL;
+		rc = cfg->transport->connect(&s->t, cfg->host, cfg->port, cfg->timeout_ms, err, err_cap);
+		if (rc) {
+			iscsi_login_config_wipe(&lc);
+			goto fail;
+		}
+		rc = iscsi_login(s->t, &lc, &lr, err, err_cap);
+	}
+	iscsi_login_config_wipe(&lc);
 	if (rc)
 		goto fail_t;
 	memcpy(s->isid, lc.isid, 6);
@@ -825,6 +879,21 @@ static void deadline_after(struct timespec *ts, int ms)
 		ts->tv_sec++;
 		ts->tv_nsec -= 1000000000L;
 	}
+}
+
+int iscsi_session_drain(struct iscsi_session *s, int timeout_ms)
+{
+	struct timespec dl;
+	int rc = 0;
+	deadline_after(&dl, timeout_ms);
+	pthread_mutex_lock(&s->lock);
+	while (s->up && s->outstanding > 0)
+		if (pthread_cond_timedwait(&s->state_cv, &s->lock, &dl) == ETIMEDOUT) {
+			rc = -ETIMEDOUT;
+			break;
+		}
+	pthread_mutex_unlock(&s->lock);
+	return rc;
 }
 
 void iscsi_session_close(struct iscsi_session *s, int timeout_ms)

@@ -55,6 +55,15 @@ struct iscsi_session_config {
 	struct iscsi_neg_config neg;
 	unsigned queue_depth;  /* task slots: most commands outstanding at once (1..4096) */
 	int timeout_ms;        /* connect and login timeout */
+	/*
+	 * CHAP credentials (RFC 7143 §12.1.3), NUL-terminated, "" for none: as
+	 * in struct iscsi_login_config.  The session passes them to iscsi_login
+	 * and wipes its own copy once the login is over; the caller wipes cfg.
+	 */
+	char chap_user[ISCSI_CRED_MAX];
+	char chap_secret[ISCSI_CRED_MAX];
+	char chap_mutual_user[ISCSI_CRED_MAX];
+	char chap_mutual_secret[ISCSI_CRED_MAX];
 };
 
 /*
@@ -89,6 +98,12 @@ struct iscsi_session_stats {
 	uint64_t payload_bytes_copied; /* payload copied in user space by the transport */
 };
 void iscsi_session_get_stats(struct iscsi_session *s, struct iscsi_session_stats *out);
+
+/*
+ * Wait up to timeout_ms for every outstanding command to complete.
+ * Returns 0, or -ETIMEDOUT with commands still outstanding.
+ */
+int iscsi_session_drain(struct iscsi_session *s, int timeout_ms);
 
 /*
  * Wait for outstanding commands (up to timeout_ms), send Logout (reason 0,

@@ -10,6 +10,17 @@
  * read with readv straight into the destination slice; it sends batches
  * of PDUs pulled from the session with one writev (BHS, payload slice,
  * padding; no copy, no allocation).
+ *
+ * Digests (RFC 7143 §11.1, §13.1): none during login; from start() on,
+ * with HeaderDigest=CRC32C every PDU carries the CRC32C of BHS+AHS after
+ * the header, and with DataDigest=CRC32C every non-empty data segment is
+ * followed by the CRC32C of data+padding.  On receive nothing of a header
+ * is used before its digest matched (so the header and its digest must
+ * be in rxbuf first); a Data-In payload read straight into the slice is
+ * checked chunk by chunk as it arrives, and the session hears of the PDU
+ * (rx_pdu, which may complete the command) only after its data digest
+ * matched.  A mismatch logs one line and drops the connection (ERL 0).
+ * Transmit digests live in per-slot storage: no allocation either.
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -29,12 +40,14 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "crc32c.h"
 #include "log.h"
 #include "transport.h"
 
 #define TX_SLOTS 32
 #define RX_BUF_MIN (256u * 1024u)
 #define AHS_MAX (255u * 4u)
+#define IOV_PER_SLOT 5 /* BHS, header digest, data, padding, data digest */
 
 struct tcp_conn {
 	struct iscsi_transport base;
@@ -44,6 +57,7 @@ struct tcp_conn {
 	const struct iscsi_transport_hooks *hooks;
 	void *sess;
 	struct iscsi_params params;
+	bool hdig, ddig;                 /* CRC32C header / data digests (full feature phase) */
 	atomic_bool kicked;
 	atomic_bool stop;
 	bool thread_started;
@@ -55,11 +69,15 @@ struct tcp_conn {
 	bool in_datain;                  /* reading a Data-In payload straight into `dest` */
 	uint8_t datain_bhs[ISCSI_BHS_LEN];
 	uint8_t *dest;
-	uint32_t dest_left, pad_left;
-	uint8_t pad_sink[4];
+	uint32_t dest_left, pad_left, dig_left;
+	uint32_t pad_len, dig_len;       /* of the Data-In being placed: padding, data digest (0 or 4) */
+	uint32_t dcrc;                   /* its data digest so far (iscsi_crc32c chaining) */
+	uint8_t pad_sink[4];             /* its padding (covered by the data digest) */
+	uint8_t dig_buf[ISCSI_DIGEST_LEN]; /* its data digest as received */
 
 	struct iscsi_tx_slot slots[TX_SLOTS];
-	struct iovec iov[TX_SLOTS * 3];
+	uint8_t tx_dig[TX_SLOTS][2][ISCSI_DIGEST_LEN]; /* header and data digest of each slot */
+	struct iovec iov[TX_SLOTS * IOV_PER_SLOT];
 	int iovcnt, iovpos;
 	uint64_t bytes_copied;           /* payload copied from rxbuf to a slice */
 };
@@ -245,11 +263,21 @@ static int tx_flush(struct tcp_conn *c)
 			for (int i = 0; i < n; i++) {
 				struct iscsi_tx_slot *s = &c->slots[i];
 				c->iov[c->iovcnt++] = (struct iovec){s->bhs, ISCSI_BHS_LEN};
+				if (c->hdig) {
+					/* the session sends no AHS: the BHS is the whole header */
+					iscsi_digest_put(c->tx_dig[i][0], iscsi_crc32c(0, s->bhs, ISCSI_BHS_LEN));
+					c->iov[c->iovcnt++] = (struct iovec){c->tx_dig[i][0], ISCSI_DIGEST_LEN};
+				}
 				if (s->dlen) {
 					c->iov[c->iovcnt++] = (struct iovec){(void *)s->data, s->dlen};
 					uint32_t pad = iscsi_pad_len(s->dlen);
 					if (pad)
 						c->iov[c->iovcnt++] = (struct iovec){(void *)zero_pad, pad};
+					if (c->ddig) {
+						uint32_t crc = iscsi_crc32c(0, s->data, s->dlen);
+						iscsi_digest_put(c->tx_dig[i][1], iscsi_crc32c(crc, zero_pad, pad));
+						c->iov[c->iovcnt++] = (struct iovec){c->tx_dig[i][1], ISCSI_DIGEST_LEN};
+					}
 				}
 			}
 		}
@@ -273,6 +301,79 @@ static int tx_flush(struct tcp_conn *c)
 	}
 }
 
+/* A header (BHS + AHS, hdr bytes) followed by its digest: 0, or -EBADMSG. */
+static int check_header_digest(struct tcp_conn *c, const uint8_t *bhs, size_t hdr)
+{
+	if (iscsi_crc32c(0, bhs, hdr) == iscsi_digest_get(bhs + hdr))
+		return 0;
+	log_err("%s: header digest mismatch: dropping the connection", c->peer);
+	return -EBADMSG;
+}
+
+/* A data digest computed (crc) against the one received: 0, or -EBADMSG. */
+static int check_data_digest(struct tcp_conn *c, const uint8_t *bhs, uint32_t crc, const uint8_t *dig)
+{
+	if (crc == iscsi_digest_get(dig))
+		return 0;
+	log_err("%s: data digest mismatch in a %s PDU (ITT 0x%08x, %u bytes): dropping the connection", c->peer,
+		iscsi_opcode_name(iscsi_wire_opcode(bhs)), iscsi_wire_itt(bhs), iscsi_wire_dlen(bhs));
+	return -EBADMSG;
+}
+
+static size_t min_size(size_t a, size_t b)
+{
+	return a < b ? a : b;
+}
+
+/*
+ * A Data-In with a data segment whose header (hdr bytes, verified) is at
+ * bhs: place what rxbuf already has of the payload; if the whole PDU is
+ * there, check its data digest and hand it over, else switch to direct
+ * placement for the rest.  0 or -errno.
+ */
+static int rx_data_in(struct tcp_conn *c, uint8_t *bhs, size_t hdr, size_t avail)
+{
+	uint32_t dlen = iscsi_wire_dlen(bhs), pad = iscsi_pad_len(dlen);
+	uint32_t dd = c->ddig ? ISCSI_DIGEST_LEN : 0;
+	void *dest = NULL;
+	int rc = c->hooks->rx_data_dest(c->sess, bhs, &dest);
+	if (rc)
+		return rc;
+	const uint8_t *src = bhs + hdr;
+	size_t have = avail - hdr;
+	size_t copy = min_size(have, dlen);
+	memcpy(dest, src, copy);
+	c->bytes_copied += copy;
+	uint32_t crc = dd ? iscsi_crc32c(0, src, copy) : 0;
+	src += copy;
+	have -= copy;
+	size_t padhave = min_size(have, pad);
+	memcpy(c->pad_sink, src, padhave);
+	if (dd)
+		crc = iscsi_crc32c(crc, src, padhave);
+	src += padhave;
+	have -= padhave;
+	size_t dighave = min_size(have, dd);
+	memcpy(c->dig_buf, src, dighave);
+	if (copy == dlen && padhave == pad && dighave == dd) {
+		c->rxstart += hdr + dlen + pad + dd;
+		if (dd && (rc = check_data_digest(c, bhs, crc, c->dig_buf)))
+			return rc;
+		return c->hooks->rx_pdu(c->sess, bhs, NULL, dlen);
+	}
+	memcpy(c->datain_bhs, bhs, ISCSI_BHS_LEN);
+	c->dest = (uint8_t *)dest + copy;
+	c->dest_left = (uint32_t)(dlen - copy);
+	c->pad_len = pad;
+	c->pad_left = (uint32_t)(pad - padhave);
+	c->dig_len = dd;
+	c->dig_left = (uint32_t)(dd - dighave);
+	c->dcrc = crc;
+	c->rxstart = c->rxend = 0;
+	c->in_datain = true;
+	return 0;
+}
+
 /* Parse whole PDUs from rxbuf; may switch to direct Data-In placement. */
 static int rx_parse(struct tcp_conn *c)
 {
@@ -281,45 +382,36 @@ static int rx_parse(struct tcp_conn *c)
 		if (avail < ISCSI_BHS_LEN)
 			break;
 		uint8_t *bhs = c->rxbuf + c->rxstart;
-		uint32_t ahs = iscsi_wire_ahs_bytes(bhs), dlen = iscsi_wire_dlen(bhs), pad = iscsi_pad_len(dlen);
-		size_t hdr = ISCSI_BHS_LEN + ahs;
+		/* TotalAHSLength is the one field used before the header digest
+		 * is checked: it says where the digest is (at most 1020 bytes on). */
+		size_t hdr = ISCSI_BHS_LEN + iscsi_wire_ahs_bytes(bhs);
+		size_t hd = c->hdig ? ISCSI_DIGEST_LEN : 0;
+		if (avail < hdr + hd)
+			break;
+		int rc;
+		if (hd && (rc = check_header_digest(c, bhs, hdr)))
+			return rc;
+		uint32_t dlen = iscsi_wire_dlen(bhs), pad = iscsi_pad_len(dlen);
 		if (dlen > c->params.max_recv_dsl) {
 			log_err("%s: %s PDU with DataSegmentLength %u > MaxRecvDataSegmentLength %u",
 				c->peer, iscsi_opcode_name(iscsi_wire_opcode(bhs)), dlen, c->params.max_recv_dsl);
 			return -EPROTO;
 		}
 		if (iscsi_wire_opcode(bhs) == ISCSI_OP_DATA_IN && dlen > 0) {
-			if (avail < hdr)
-				break;
-			void *dest = NULL;
-			int rc = c->hooks->rx_data_dest(c->sess, bhs, &dest);
-			if (rc)
+			if ((rc = rx_data_in(c, bhs, hdr + hd, avail)))
 				return rc;
-			size_t copy = avail - hdr < dlen ? avail - hdr : dlen;
-			memcpy(dest, bhs + hdr, copy);
-			c->bytes_copied += copy;
-			size_t padhave = avail - hdr - copy < pad ? avail - hdr - copy : pad;
-			if (copy == dlen && padhave == pad) {
-				c->rxstart += hdr + dlen + pad;
-				rc = c->hooks->rx_pdu(c->sess, bhs, NULL, dlen);
-				if (rc)
-					return rc;
-				continue;
-			}
-			memcpy(c->datain_bhs, bhs, ISCSI_BHS_LEN);
-			c->dest = (uint8_t *)dest + copy;
-			c->dest_left = (uint32_t)(dlen - copy);
-			c->pad_left = (uint32_t)(pad - padhave);
-			c->rxstart = c->rxend = 0;
-			c->in_datain = true;
-			break;
+			continue;
 		}
-		size_t total = hdr + dlen + pad;
+		/* §11.1: a PDU without a data segment has no data digest */
+		size_t dd = c->ddig && dlen ? ISCSI_DIGEST_LEN : 0;
+		size_t total = hdr + hd + dlen + pad + dd;
 		if (avail < total)
 			break;
 		c->rxstart += total;
-		int rc = c->hooks->rx_pdu(c->sess, bhs, bhs + hdr, dlen);
-		if (rc)
+		uint8_t *data = bhs + hdr + hd;
+		if (dd && (rc = check_data_digest(c, bhs, iscsi_crc32c(0, data, dlen + pad), data + dlen + pad)))
+			return rc;
+		if ((rc = c->hooks->rx_pdu(c->sess, bhs, data, dlen)))
 			return rc;
 	}
 	if (c->rxstart == c->rxend) {
@@ -332,6 +424,38 @@ static int rx_parse(struct tcp_conn *c)
 	return 0;
 }
 
+/*
+ * Direct Data-In placement: n bytes arrived by readv into the payload, its
+ * padding, its data digest and then rxbuf.  Advances the placement, checks
+ * the digest at the end and hands the PDU over.  0 or -errno.
+ */
+static int rx_placed(struct tcp_conn *c, size_t n)
+{
+	size_t k = min_size(n, c->dest_left);
+	if (c->dig_len)
+		c->dcrc = iscsi_crc32c(c->dcrc, c->dest, k);
+	c->dest += k;
+	c->dest_left -= (uint32_t)k;
+	n -= k;
+	k = min_size(n, c->pad_left);
+	if (c->dig_len)
+		c->dcrc = iscsi_crc32c(c->dcrc, c->pad_sink + (c->pad_len - c->pad_left), k);
+	c->pad_left -= (uint32_t)k;
+	n -= k;
+	k = min_size(n, c->dig_left);
+	c->dig_left -= (uint32_t)k;
+	n -= k;
+	c->rxstart = 0;
+	c->rxend = n;
+	if (c->dest_left || c->pad_left || c->dig_left)
+		return 0;
+	c->in_datain = false;
+	int rc;
+	if (c->dig_len && (rc = check_data_digest(c, c->datain_bhs, c->dcrc, c->dig_buf)))
+		return rc;
+	return c->hooks->rx_pdu(c->sess, c->datain_bhs, NULL, iscsi_wire_dlen(c->datain_bhs));
+}
+
 /* Read what the socket has; returns 0 when it would block, or -errno. */
 static int rx_drain(struct tcp_conn *c)
 {
@@ -341,29 +465,15 @@ static int rx_drain(struct tcp_conn *c)
 			return rc;
 		ssize_t r;
 		if (c->in_datain) {
-			struct iovec iov[3] = {
+			struct iovec iov[4] = {
 				{c->dest, c->dest_left},
-				{c->pad_sink, c->pad_left},
+				{c->pad_sink + (c->pad_len - c->pad_left), c->pad_left},
+				{c->dig_buf + (c->dig_len - c->dig_left), c->dig_left},
 				{c->rxbuf, c->rxcap},
 			};
-			r = readv(c->fd, iov, 3);
-			if (r > 0) {
-				size_t n = (size_t)r, k = n < c->dest_left ? n : c->dest_left;
-				c->dest += k;
-				c->dest_left -= (uint32_t)k;
-				n -= k;
-				k = n < c->pad_left ? n : c->pad_left;
-				c->pad_left -= (uint32_t)k;
-				n -= k;
-				c->rxstart = 0;
-				c->rxend = n;
-				if (!c->dest_left && !c->pad_left) {
-					c->in_datain = false;
-					rc = c->hooks->rx_pdu(c->sess, c->datain_bhs, NULL, iscsi_wire_dlen(c->datain_bhs));
-					if (rc)
-						return rc;
-				}
-			}
+			r = readv(c->fd, iov, 4);
+			if (r > 0 && (rc = rx_placed(c, (size_t)r)))
+				return rc;
 		} else {
 			if (c->rxend == c->rxcap)
 				return -EPROTO; /* cannot happen: rxcap holds the largest PDU */
@@ -428,7 +538,11 @@ static int tcp_start(struct iscsi_transport *t, const struct iscsi_transport_hoo
 	c->hooks = hooks;
 	c->sess = sess;
 	c->params = *params;
-	c->rxcap = ISCSI_BHS_LEN + AHS_MAX + params->max_recv_dsl + 4;
+	/* Digests start with the full feature phase (RFC 7143 §13.1). */
+	c->hdig = params->header_digest;
+	c->ddig = params->data_digest;
+	/* The largest PDU: header, header digest, data, padding, data digest. */
+	c->rxcap = ISCSI_BHS_LEN + AHS_MAX + ISCSI_DIGEST_LEN + params->max_recv_dsl + 3 + ISCSI_DIGEST_LEN;
 	if (c->rxcap < RX_BUF_MIN)
 		c->rxcap = RX_BUF_MIN;
 	c->rxcap *= 2;

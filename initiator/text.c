@@ -19,6 +19,7 @@
 
 #include <errno.h>
 #include <string.h>
+#include <strings.h>
 
 #define DSL_MIN 512u
 #define DSL_MAX 16777215u
@@ -256,6 +257,25 @@ static bool is_special(const char *v)
 	return strcmp(v, "Reject") == 0 || strcmp(v, "Irrelevant") == 0 || strcmp(v, "NotUnderstood") == 0;
 }
 
+static enum iscsi_digest_pref digest_pref(const struct iscsi_neg_config *cfg, enum key_id id)
+{
+	return id == K_DATA_DIGEST ? cfg->data_digest_pref : cfg->header_digest_pref;
+}
+
+/* Our list for a digest key that includes CRC32C. */
+static const char *digest_offer(enum iscsi_digest_pref pref)
+{
+	switch (pref) {
+	case ISCSI_DIGEST_PREFER_NONE:
+		return "None,CRC32C";
+	case ISCSI_DIGEST_REQUIRE_CRC32C:
+		return "CRC32C";
+	case ISCSI_DIGEST_PREFER_CRC32C:
+	default:
+		return "CRC32C,None";
+	}
+}
+
 void iscsi_neg_config_default(struct iscsi_neg_config *cfg)
 {
 	if (cfg == NULL)
@@ -333,7 +353,7 @@ int iscsi_neg_build_offer(const struct iscsi_neg_config *cfg, char *buf, size_t 
 
 		switch (k->rule) {
 		case R_DIGEST:
-			s = v ? "CRC32C,None" : "None";
+			s = v ? digest_offer(digest_pref(cfg, (enum key_id)id)) : "None";
 			break;
 		case R_AND:
 		case R_OR:
@@ -477,7 +497,7 @@ static int apply_answer(struct iscsi_neg *n, enum key_id id, const char *value)
 }
 
 /* Pick the first value of the target's digest list that we support. */
-static int select_digest(const char *list, bool crc_ok, const char **sel)
+static int select_digest(const char *list, bool crc_ok, bool none_ok, const char **sel)
 {
 	const char *p = list;
 
@@ -487,7 +507,7 @@ static int select_digest(const char *list, bool crc_ok, const char **sel)
 		if (l == 0)
 			return -EPROTO; /* empty list element */
 		if (*sel == NULL) {
-			if (l == 4 && memcmp(p, "None", 4) == 0)
+			if (none_ok && l == 4 && memcmp(p, "None", 4) == 0)
 				*sel = "None";
 			else if (crc_ok && l == 6 && memcmp(p, "CRC32C", 6) == 0)
 				*sel = "CRC32C";
@@ -514,7 +534,8 @@ static int apply_offer(struct iscsi_neg *n, enum key_id id, const char *value, c
 	switch (k->rule) {
 	case R_DIGEST: {
 		const char *sel;
-		if (select_digest(value, ours != 0, &sel))
+		bool none_ok = !ours || digest_pref(&n->cfg, id) != ISCSI_DIGEST_REQUIRE_CRC32C;
+		if (select_digest(value, ours != 0, none_ok, &sel))
 			return -EPROTO;
 		answer = sel != NULL ? sel : "Reject";
 		r = sel != NULL && strcmp(sel, "CRC32C") == 0;
@@ -628,4 +649,52 @@ void iscsi_neg_finish(struct iscsi_neg *n, struct iscsi_params *out)
 		n->params.first_burst = n->params.max_burst;
 	if (out != NULL)
 		*out = n->params;
+}
+
+int iscsi_neg_set_digest(struct iscsi_neg_config *cfg, bool data, const char *word)
+{
+	static const struct {
+		const char *word;
+		bool crc32c;
+		enum iscsi_digest_pref pref;
+	} words[] = {
+		{ "none", false, ISCSI_DIGEST_PREFER_CRC32C },
+		{ "crc32c", true, ISCSI_DIGEST_REQUIRE_CRC32C },
+		{ "auto", true, ISCSI_DIGEST_PREFER_CRC32C },
+		{ "crc32c-none", true, ISCSI_DIGEST_PREFER_CRC32C },
+		{ "none-crc32c", true, ISCSI_DIGEST_PREFER_NONE },
+	};
+
+	if (cfg == NULL || word == NULL)
+		return -EINVAL;
+	for (size_t i = 0; i < sizeof(words) / sizeof(words[0]); i++) {
+		if (strcasecmp(word, words[i].word) != 0)
+			continue;
+		if (data) {
+			cfg->data_digest_crc32c = words[i].crc32c;
+			cfg->data_digest_pref = words[i].pref;
+		} else {
+			cfg->header_digest_crc32c = words[i].crc32c;
+			cfg->header_digest_pref = words[i].pref;
+		}
+		return 0;
+	}
+	return -EINVAL;
+}
+
+int iscsi_neg_unmet(const struct iscsi_neg_config *cfg, const struct iscsi_params *p, const char **key)
+{
+	const char *unmet = NULL;
+
+	if (cfg == NULL || p == NULL)
+		return 0;
+	if (cfg->header_digest_crc32c && cfg->header_digest_pref == ISCSI_DIGEST_REQUIRE_CRC32C && !p->header_digest)
+		unmet = keys[K_HEADER_DIGEST].name;
+	else if (cfg->data_digest_crc32c && cfg->data_digest_pref == ISCSI_DIGEST_REQUIRE_CRC32C && !p->data_digest)
+		unmet = keys[K_DATA_DIGEST].name;
+	if (unmet == NULL)
+		return 0;
+	if (key != NULL)
+		*key = unmet;
+	return -ENOTSUP;
 }

@@ -19,10 +19,18 @@
 #define ISCSI_TEXT_VALUE_MAX 8192  /* longest value we accept (§6.1 limits to 8192) */
 #define ISCSI_TEXT_MAX_KEYS 512    /* most key=value pairs in one negotiation */
 
+/* How a digest key is offered when CRC32C is wanted (RFC 7143 §13.1). */
+enum iscsi_digest_pref {
+	ISCSI_DIGEST_PREFER_CRC32C = 0, /* "CRC32C,None" */
+	ISCSI_DIGEST_PREFER_NONE,       /* "None,CRC32C" */
+	ISCSI_DIGEST_REQUIRE_CRC32C,    /* "CRC32C" alone: iscsi_neg_unmet() reports a refusal */
+};
+
 /* What the initiator wants to offer (our side of each key). */
 struct iscsi_neg_config {
-	bool header_digest_crc32c;   /* offer "CRC32C,None" instead of "None" */
+	bool header_digest_crc32c;   /* offer CRC32C (as the pref below says) instead of "None" */
 	bool data_digest_crc32c;
+	enum iscsi_digest_pref header_digest_pref, data_digest_pref; /* used when the bool is set */
 	uint32_t max_recv_dsl;       /* our MaxRecvDataSegmentLength, bytes (512..2^24-1) */
 	uint32_t max_burst;          /* MaxBurstLength offer, bytes */
 	uint32_t first_burst;        /* FirstBurstLength offer, bytes */
@@ -35,6 +43,16 @@ struct iscsi_neg_config {
 /* Defaults we offer: MaxRecvDSL 256 KiB, MaxBurst 16 MiB, FirstBurst 256 KiB,
  * ImmediateData=Yes, InitialR2T=No, MaxOutstandingR2T=1, Time2Wait 2, Time2Retain 0. */
 void iscsi_neg_config_default(struct iscsi_neg_config *cfg);
+
+/*
+ * Set how one digest key is offered (RFC 7143 §13.1) from a user's word:
+ * "none" (offer None), "crc32c" (CRC32C alone, the login fails without
+ * it), "auto" or "crc32c-none" (CRC32C,None), "none-crc32c" (None,CRC32C);
+ * the last four are libiscsi's URL values.  Case-insensitive.  `data`
+ * picks DataDigest, else HeaderDigest.  Returns 0, or -EINVAL for any
+ * other word (cfg unchanged).
+ */
+int iscsi_neg_set_digest(struct iscsi_neg_config *cfg, bool data, const char *word);
 
 /* Negotiated result, valid for the full feature phase. */
 struct iscsi_params {
@@ -112,5 +130,14 @@ int iscsi_neg_apply(struct iscsi_neg *n, const char *key, const char *value,
  * Copies the result to *out.
  */
 void iscsi_neg_finish(struct iscsi_neg *n, struct iscsi_params *out);
+
+/*
+ * After iscsi_neg_finish: does the result meet what cfg requires?  A digest
+ * offered with ISCSI_DIGEST_REQUIRE_CRC32C must have come out CRC32C
+ * (a target that answers None, Reject, or never answers, refuses it).
+ * Returns 0, or -ENOTSUP with the first unmet key's name ("HeaderDigest"
+ * or "DataDigest", a static string) in *key when key is not NULL.
+ */
+int iscsi_neg_unmet(const struct iscsi_neg_config *cfg, const struct iscsi_params *p, const char **key);
 
 #endif

@@ -338,6 +338,16 @@ static int parse_digest(struct ctx *c, const char *name, struct span val, bool h
 	return fail(c, "bad %s (expected none, crc32c, none-crc32c or crc32c-none)", name);
 }
 
+/* target_user / target_password: percent-decoded, non-empty, given once. */
+static int parse_cred(struct ctx *c, const char *name, struct span val, bool has_val, char *dst, size_t cap)
+{
+	if (!has_val || val.n == 0)
+		return fail(c, "URL option '%s' needs a value", name);
+	if (dst[0] != '\0')
+		return fail(c, "URL option '%s' given twice", name);
+	return decode_field(c, val, dst, cap, name, true);
+}
+
 static int parse_query(struct ctx *c, struct span q, struct iscsi_url *out)
 {
 	const char *p = q.p, *end = q.p + q.n;
@@ -368,10 +378,11 @@ static int parse_query(struct ctx *c, struct span q, struct iscsi_url *out)
 			rc = parse_digest(c, "header_digest", val, eq != NULL, out->header_digest, sizeof(out->header_digest));
 		} else if (span_eq(key, "data_digest")) {
 			rc = parse_digest(c, "data_digest", val, eq != NULL, out->data_digest, sizeof(out->data_digest));
-		} else if (span_eq(key, "target_user") || span_eq(key, "target_password")) {
-			/* struct iscsi_url has no place for mutual CHAP credentials:
-			 * refuse rather than silently skip target authentication. */
-			rc = fail(c, "URL options 'target_user'/'target_password' (mutual CHAP) are not supported");
+		} else if (span_eq(key, "target_user")) {
+			rc = parse_cred(c, "target_user", val, eq != NULL, out->target_user, sizeof(out->target_user));
+		} else if (span_eq(key, "target_password")) {
+			rc = parse_cred(c, "target_password", val, eq != NULL, out->target_password,
+					sizeof(out->target_password));
 		} else {
 			rc = fail_quoted(c, "unknown URL option", key);
 		}
@@ -476,4 +487,6 @@ void iscsi_url_wipe(struct iscsi_url *u)
 		return;
 	explicit_bzero(u->user, sizeof(u->user));
 	explicit_bzero(u->password, sizeof(u->password));
+	explicit_bzero(u->target_user, sizeof(u->target_user));
+	explicit_bzero(u->target_password, sizeof(u->target_password));
 }

@@ -4,7 +4,8 @@
  *   iscsi://[user[%password]@]host[:port]/target-iqn[/lun][?key=value&...]
  * host is a name, an IPv4 address or an IPv6 address in brackets; port
  * defaults to 3260.  Query keys: `iser` (no value), header_digest,
- * data_digest, target_user, target_password.
+ * data_digest, target_user and target_password (the name and secret the
+ * target must prove for mutual CHAP, RFC 7143 §12.1.3).
  */
 #ifndef ISERFUSE_URL_H
 #define ISERFUSE_URL_H
@@ -24,6 +25,8 @@ struct iscsi_url {
 	bool iser;                     /* "?iser" given */
 	char user[ISCSI_CRED_MAX];     /* CHAP user, "" if none */
 	char password[ISCSI_CRED_MAX]; /* CHAP secret, "" if none */
+	char target_user[ISCSI_CRED_MAX];     /* mutual CHAP: the target's name, "" if none */
+	char target_password[ISCSI_CRED_MAX]; /* mutual CHAP: the target's secret, "" if none */
 	char header_digest[32];        /* query value, "" if not given */
 	char data_digest[32];
 };
@@ -31,14 +34,15 @@ struct iscsi_url {
 /*
  * Parse `text` into `out`.  `need_target`: a target name is required (a
  * mount); false allows "iscsi://host[:port][/]" (discovery).  Percent
- * escapes (%XX) in the target and credentials are decoded.
+ * escapes (%XX) in the target and credentials (also target_user and
+ * target_password) are decoded; those two need a non-empty value.
  * Returns 0, or -EINVAL with a one-line reason in `err` (cap bytes, may be
  * NULL).  Never reads past the string, never overflows a field: a field too
  * long is -EINVAL.
  */
 int iscsi_url_parse(const char *text, bool need_target, struct iscsi_url *out, char *err, size_t err_cap);
 
-/* Wipe the credentials in `u` (explicit_bzero). */
+/* Wipe the credentials in `u`, mutual ones included (explicit_bzero). */
 void iscsi_url_wipe(struct iscsi_url *u);
 
 #endif

@@ -11,7 +11,9 @@
 # back; the end of a LUN behaves like the end of a disk; qemu-img (raw and
 # qcow2 images written onto a LUN) and ext4 on a loop device over a LUN work;
 # bad URLs, unknown targets and dead portals fail with exit 1 and mount
-# nothing; -o ro refuses writes; fusermount3 -u ends the daemon.
+# nothing; -o ro refuses writes; fusermount3 -u ends the daemon; a throwaway
+# unprivileged user mounts through fusermount3, owns the LUN files (mode
+# 600), reads and writes them, and unmounts.
 #
 # Prints "ok - ..." / "not ok - ..." per check (details on "# " lines) and
 # "N passed, M failed" last; exits 1 if anything failed, 77 (skip) when not
@@ -145,6 +147,7 @@ neg=$work/neg
 romnt=$work/ro
 mkdir -p "$mnt" "$loopdir" "$neg" "$romnt"
 daemon_pid=''
+uuser='' udir='' fuse_mode=''
 
 cleanup() {
 	local rc=$? m p busy=0
@@ -160,6 +163,23 @@ cleanup() {
 			_targets_kill "$p" 5
 		done
 	done
+	if [[ -n $udir ]]; then
+		if is_mounted "$udir/mnt"; then
+			fusermount3 -u "$udir/mnt" 2>/dev/null || fusermount3 -uz "$udir/mnt" 2>/dev/null || umount -l "$udir/mnt"
+		fi
+		for p in $(daemon_pids "$udir/mnt"); do
+			_targets_kill "$p" 5
+		done
+		if is_mounted "$udir/mnt"; then
+			busy=1
+		else
+			rm -rf "$udir"
+		fi
+	fi
+	if [[ -n $uuser ]] && id -u "$uuser" >/dev/null 2>&1; then
+		userdel "$uuser" 2>/dev/null || userdel -f "$uuser" 2>/dev/null || echo "# could not remove user $uuser"
+	fi
+	[[ -n $fuse_mode ]] && chmod "$fuse_mode" /dev/fuse
 	tgtd_stop "$work/tgtd"
 	for m in "$loopdir" "$romnt" "$neg" "$mnt"; do
 		is_mounted "$m" && busy=1
@@ -422,6 +442,7 @@ if ((rc == 0)) && is_mounted "$romnt"; then
 	pass "mount -o ro $TGT_URL/2"
 	listing=$(names "$romnt") || true
 	check_eq "the read-only mount lists exactly lun2" "$listing" "lun2"
+	check_eq "-o ro: lun2 is root's, mode 400" "$(stat -c '%U %a' "$romnt/lun2" 2>&1)" "root 400"
 	expect_fail "-o ro: a write fails" \
 		dd if=/dev/zero of="$romnt/lun2" bs=4096 count=1 conv=notrunc,fsync status=none
 	if cmp -s <(bytes "$romnt/lun2" 0 1048576) <(bytes "$work/tgtd/disk4k.img" 0 1048576); then
@@ -438,6 +459,96 @@ else
 	fail "mount -o ro $TGT_URL/2 (exit $rc)"
 	note "$work/mount.err"
 fi
+
+# ---------------------------------------------------------------- an unprivileged user
+
+# as_user CMD...: run CMD as the throwaway user, bounded in time.
+as_user() {
+	timeout -k 10 120 runuser -u "$uuser" -- "$@"
+}
+
+# A throwaway user mounts through fusermount3 (setuid root), without
+# allow_other, with HOME in a directory of its own (the generated initiator
+# name is kept there): the LUN files are that user's with mode 600, dd and
+# cmp work through the mount, and fusermount3 -u by that user unmounts and
+# ends the daemon.
+unprivileged_checks() {
+	local tool rc=0 upid='' off=$((1024 * 1024 + 3)) count=$((1024 * 1024 + 1001))
+	for tool in useradd userdel runuser; do
+		if ! command -v "$tool" >/dev/null 2>&1; then
+			fail "unprivileged mount: $tool installed"
+			return 0
+		fi
+	done
+	if [[ ! -u $(command -v fusermount3) ]]; then
+		fail "unprivileged mount: fusermount3 is setuid root"
+		return 0
+	fi
+	if ! useradd -M -d /nonexistent -s /usr/sbin/nologin "iserfuse-e2e-$$" >"$work/log" 2>&1; then
+		fail "unprivileged mount: useradd iserfuse-e2e-$$"
+		note "$work/log"
+		return 0
+	fi
+	uuser=iserfuse-e2e-$$
+	pass "throwaway user $uuser created"
+	udir=$(mktemp -d "${TMPDIR:-/tmp}/iserfuse-e2e-user.XXXXXX")
+	chmod 755 "$udir"
+	mkdir "$udir/mnt" "$udir/home"
+	head -c "$count" /dev/urandom >"$udir/chunk"
+	chown -R "$uuser:" "$udir"
+	if ! as_user test -x "$iserfuse"; then
+		fail "$uuser can run $iserfuse (is a parent directory closed to others?)"
+		return 0
+	fi
+	# libfuse opens /dev/fuse as the calling user before it asks fusermount3.
+	if ! as_user test -r /dev/fuse -a -w /dev/fuse; then
+		fuse_mode=$(stat -c %a /dev/fuse)
+		chmod go+rw /dev/fuse
+		echo "# /dev/fuse is mode $fuse_mode here: opened to others for this check (restored after)"
+	fi
+
+	as_user env -u XDG_STATE_HOME -u STATE_DIRECTORY HOME="$udir/home" "$iserfuse" "$TGT_URL" "$udir/mnt" \
+		>"$work/user.out" 2>"$work/user.err" </dev/null || rc=$?
+	if [[ -n $fuse_mode ]]; then
+		chmod "$fuse_mode" /dev/fuse
+		fuse_mode=''
+	fi
+	if ((rc != 0)) || ! is_mounted "$udir/mnt"; then
+		fail "$uuser mounts $TGT_URL with fusermount3 (exit $rc)"
+		note "$work/user.err"
+		return 0
+	fi
+	pass "$uuser mounts $TGT_URL with fusermount3"
+	upid=$(daemon_pids "$udir/mnt" | head -n 1)
+	check_eq "the daemon runs as $uuser" "$(stat -c %U "/proc/${upid:-0}" 2>&1)" "$uuser"
+	if grep -F " $udir/mnt fuse.iserfuse " /proc/mounts | grep -q allow_other; then
+		fail "the mount is not allow_other"
+	else
+		pass "the mount is not allow_other"
+	fi
+	check "the initiator name is kept in $uuser's HOME" test -s "$udir/home/.local/state/iserfuse/initiatorname"
+	check_eq "lun1 is $uuser's, mode 600" "$(as_user stat -c '%U %a' "$udir/mnt/lun1" 2>&1)" "$uuser 600"
+	check_eq "the directory is $uuser's, mode 700" "$(as_user stat -c '%U %a' "$udir/mnt" 2>&1)" "$uuser 700"
+	expect_ok "$uuser writes $count bytes at $off with dd" \
+		runuser -u "$uuser" -- dd if="$udir/chunk" of="$udir/mnt/lun1" bs=64K iflag=fullblock \
+		oflag=seek_bytes seek="$off" conv=notrunc,fsync status=none || true
+	as_user dd if="$udir/mnt/lun1" iflag=nocache count=0 status=none 2>/dev/null || true
+	expect_ok "$uuser reads them back (cmp through the mount)" \
+		runuser -u "$uuser" -- cmp -n "$count" "$udir/chunk" "$udir/mnt/lun1" 0 "$off" || true
+	if bytes "$work/tgtd/disk512.img" "$off" "$count" | cmp -s "$udir/chunk" -; then
+		pass "$uuser's bytes are in disk512.img"
+	else
+		fail "$uuser's bytes are in disk512.img"
+	fi
+	expect_ok "fusermount3 -u as $uuser" runuser -u "$uuser" -- fusermount3 -u "$udir/mnt" || true
+	check "$udir/mnt no longer mounted" not_mounted "$udir/mnt"
+	if [[ -n $upid ]] && _targets_wait_gone "$upid" 10; then
+		pass "$uuser's daemon exits within 10 s of the unmount"
+	else
+		fail "$uuser's daemon exits within 10 s of the unmount (pid ${upid:-none})"
+	fi
+}
+unprivileged_checks
 
 echo "$passed passed, $failed failed"
 ((failed == 0))

@@ -5,6 +5,9 @@
  *   target_io info URL                       prints what the LUN (or target) is
  *   target_io verify URL BACKING_FILE SEED   random I/O checked against the backing file
  *
+ * TARGET_IO_HEADER_DIGEST / TARGET_IO_DATA_DIGEST (none, crc32c, auto) set
+ * the digest offers, over the URL's header_digest / data_digest.
+ *
  * verify: writes random data at random (also unaligned, also end-of-device)
  * offsets through the initiator and checks it in the backing file; writes
  * into the backing file and checks it through the initiator; runs a burst
@@ -122,6 +125,16 @@ static int open_session(const char *text, struct iscsi_url *u, struct iscsi_sess
 	snprintf(c.target_name, sizeof(c.target_name), "%s", u->target);
 	snprintf(c.initiator_name, sizeof(c.initiator_name), "iqn.2026-11.org.example:target-io");
 	iscsi_neg_config_default(&c.neg);
+	/* digests: the URL's header_digest/data_digest, then the environment's */
+	const char *hd[2] = {u->header_digest, getenv("TARGET_IO_HEADER_DIGEST")};
+	const char *dd[2] = {u->data_digest, getenv("TARGET_IO_DATA_DIGEST")};
+	for (int i = 0; i < 2; i++) {
+		if ((hd[i] && hd[i][0] && iscsi_neg_set_digest(&c.neg, false, hd[i])) ||
+		    (dd[i] && dd[i][0] && iscsi_neg_set_digest(&c.neg, true, dd[i]))) {
+			fprintf(stderr, "bad digest choice (none, crc32c, auto expected)\n");
+			return -EINVAL;
+		}
+	}
 	int rc = iscsi_session_open(&c, s, err, sizeof(err));
 	if (rc)
 		fprintf(stderr, "%s\n", err);
@@ -162,6 +175,7 @@ static int cmd_info(const char *text)
 	const struct iscsi_params *p = iscsi_session_params(s);
 	printf("max_xmit_dsl %u\nmax_burst %u\nfirst_burst %u\nimmediate_data %d\ninitial_r2t %d\n", p->max_xmit_dsl,
 	       p->max_burst, p->first_burst, p->immediate_data, p->initial_r2t);
+	printf("header_digest %d\ndata_digest %d\n", p->header_digest, p->data_digest);
 	buf_pool_put(pool, buf);
 	iscsi_session_close(s, 5000);
 	buf_pool_destroy(pool);

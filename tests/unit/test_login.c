@@ -229,3 +229,39 @@ Test(login, connection_closed_mid_login)
 	cr_assert_eq(iscsi_login(&f.base, &c, &r, err, sizeof(err)), -ECONNRESET);
 	cr_assert(strstr(err, "closed"), "%s", err);
 }
+
+/* HeaderDigest/DataDigest "crc32c" (required): offered alone, refusal fails the login. */
+Test(login, required_digest)
+{
+	struct iscsi_login_config c = config();
+	struct iscsi_login_result r;
+	char err[256] = "";
+	cr_assert_eq(iscsi_neg_set_digest(&c.neg, false, "crc32c"), 0);
+	cr_assert_eq(iscsi_neg_set_digest(&c.neg, true, "auto"), 0);
+
+	struct fake f = {.base = {&fake_ops}};
+	f.steps[0] = (struct step)STEP(true, false, 0, 1, "AuthMethod=None\0");
+	f.steps[1] = (struct step)STEP(true, false, 1, 3, "HeaderDigest=CRC32C\0DataDigest=None\0");
+	f.nsteps = 2;
+	cr_assert_eq(iscsi_login(&f.base, &c, &r, err, sizeof(err)), 0, "%s", err);
+	cr_assert(sent_has(&f, 1, "HeaderDigest=CRC32C"));
+	cr_assert(sent_has(&f, 1, "DataDigest=CRC32C,None"));
+	cr_assert(r.params.header_digest);
+	cr_assert_not(r.params.data_digest, "auto accepts None");
+
+	struct fake g = {.base = {&fake_ops}};
+	g.steps[0] = (struct step)STEP(true, false, 0, 1, "AuthMethod=None\0");
+	g.steps[1] = (struct step)STEP(true, false, 1, 3, "HeaderDigest=Reject\0DataDigest=CRC32C\0");
+	g.nsteps = 2;
+	err[0] = '\0';
+	cr_assert_eq(iscsi_login(&g.base, &c, &r, err, sizeof(err)), -EPROTO);
+	cr_assert_str_eq(err, "login: the target refused HeaderDigest=CRC32C, which was required");
+
+	struct fake h = {.base = {&fake_ops}};
+	h.steps[0] = (struct step)STEP(true, false, 0, 1, "AuthMethod=None\0");
+	h.steps[1] = (struct step)STEP(true, false, 1, 3, "DataDigest=CRC32C\0");
+	h.nsteps = 2;
+	err[0] = '\0';
+	cr_assert_eq(iscsi_login(&h.base, &c, &r, err, sizeof(err)), -EPROTO, "no answer keeps None");
+	cr_assert(strstr(err, "HeaderDigest=CRC32C") != NULL, "%s", err);
+}

@@ -622,6 +622,28 @@ Test(designator, output_too_small)
 	cr_assert_eq(scsi_designator_name(d, 1, s, 0), -ERANGE);
 }
 
+/* Found by tests/fuzz/fuzz_vpd.c: an ASCII designator too long for the
+ * output returned -ERANGE with the bytes it had copied and no NUL. */
+Test(designator, output_too_small_leaves_empty_string)
+{
+	/* the first designator of tgtd's VPD 0x83 page: T10 "IET     00010001" */
+	static const uint8_t page[] = { 0x00, 0x83, 0x00, 0x28, 0x02, 0x01, 0x00, 0x24, 'I', 'E', 'T', ' ',
+					' ', ' ', ' ', ' ', '0', '0', '0', '1', '0', '0', '0', '1' };
+	uint8_t buf[44] = { 0 };
+	struct scsi_designator d[1];
+	size_t n;
+	char s[8];
+
+	memcpy(buf, page, sizeof(page));
+	cr_assert_eq(scsi_parse_vpd_devid(buf, sizeof(buf), d, 1, &n), 0);
+	cr_assert_eq(n, 1);
+	for (size_t cap = 1; cap <= sizeof(s); cap++) {
+		memset(s, 'x', sizeof(s));
+		cr_assert_eq(scsi_designator_name(d, n, s, cap), -ERANGE, "cap %zu", cap);
+		cr_assert_eq(s[0], '\0', "cap %zu", cap);
+	}
+}
+
 /* ================= VPD 0xB0 / 0xB2 ================= */
 
 static const uint8_t vpd_b0[64] = {

@@ -967,3 +967,118 @@ Test(neg, lio_style_response)
 	cr_assert(p.data_pdu_in_order, "unanswered, our Yes for OR decides");
 	cr_assert_eq(p.target_portal_group_tag, 1);
 }
+
+/* ---- digest preferences (-o header_digest=..., URL header_digest=...) ---- */
+
+Test(neg, set_digest_words)
+{
+	struct iscsi_neg_config cfg;
+	iscsi_neg_config_default(&cfg);
+
+	cr_assert_eq(iscsi_neg_set_digest(&cfg, false, "crc32c"), 0);
+	cr_assert(cfg.header_digest_crc32c);
+	cr_assert_eq(cfg.header_digest_pref, ISCSI_DIGEST_REQUIRE_CRC32C);
+	cr_assert_not(cfg.data_digest_crc32c, "only the header digest changes");
+
+	cr_assert_eq(iscsi_neg_set_digest(&cfg, true, "AUTO"), 0, "case-insensitive");
+	cr_assert(cfg.data_digest_crc32c);
+	cr_assert_eq(cfg.data_digest_pref, ISCSI_DIGEST_PREFER_CRC32C);
+	cr_assert_eq(iscsi_neg_set_digest(&cfg, true, "crc32c-none"), 0);
+	cr_assert_eq(cfg.data_digest_pref, ISCSI_DIGEST_PREFER_CRC32C);
+	cr_assert_eq(iscsi_neg_set_digest(&cfg, true, "none-crc32c"), 0);
+	cr_assert(cfg.data_digest_crc32c);
+	cr_assert_eq(cfg.data_digest_pref, ISCSI_DIGEST_PREFER_NONE);
+	cr_assert_eq(iscsi_neg_set_digest(&cfg, false, "none"), 0);
+	cr_assert_not(cfg.header_digest_crc32c);
+
+	cr_assert_eq(iscsi_neg_set_digest(&cfg, false, "md5"), -EINVAL);
+	cr_assert_eq(iscsi_neg_set_digest(&cfg, false, ""), -EINVAL);
+	cr_assert_eq(iscsi_neg_set_digest(&cfg, false, "crc32c,none"), -EINVAL);
+	cr_assert_eq(iscsi_neg_set_digest(&cfg, false, NULL), -EINVAL);
+	cr_assert_not(cfg.header_digest_crc32c, "a bad word changes nothing");
+	cr_assert(cfg.data_digest_crc32c);
+}
+
+Test(neg, offer_digest_preferences)
+{
+	struct iscsi_neg_config cfg;
+	char buf[1024];
+	size_t len = 0;
+	iscsi_neg_config_default(&cfg);
+	cr_assert_eq(iscsi_neg_set_digest(&cfg, false, "crc32c"), 0);
+	cr_assert_eq(iscsi_neg_set_digest(&cfg, true, "none-crc32c"), 0);
+	cr_assert_eq(iscsi_neg_build_offer(&cfg, buf, sizeof(buf), &len), 0);
+	static const char want[] = "HeaderDigest=CRC32C\0DataDigest=None,CRC32C\0";
+	cr_assert_geq(len, sizeof(want) - 1);
+	cr_assert(memcmp(buf, want, sizeof(want) - 1) == 0, "offer starts %s / %s", buf, buf + strlen(buf) + 1);
+}
+
+Test(neg, required_digest)
+{
+	struct iscsi_neg_config cfg;
+	const char *key = NULL;
+	iscsi_neg_config_default(&cfg);
+	cr_assert_eq(iscsi_neg_set_digest(&cfg, false, "crc32c"), 0);
+	cr_assert_eq(iscsi_neg_set_digest(&cfg, true, "crc32c"), 0);
+
+	/* accepted */
+	start(&cfg);
+	cr_assert_eq(ap("HeaderDigest", "CRC32C"), 0);
+	cr_assert_eq(ap("DataDigest", "CRC32C"), 0);
+	struct iscsi_params p = fin();
+	cr_assert(p.header_digest);
+	cr_assert(p.data_digest);
+	cr_assert_eq(iscsi_neg_unmet(&cfg, &p, &key), 0);
+
+	/* refused with Reject, or with a None we did not list */
+	start(&cfg);
+	cr_assert_eq(ap("HeaderDigest", "Reject"), 0);
+	cr_assert_eq(ap("DataDigest", "CRC32C"), 0);
+	p = fin();
+	cr_assert_eq(iscsi_neg_unmet(&cfg, &p, &key), -ENOTSUP);
+	cr_assert_str_eq(key, "HeaderDigest");
+	start(&cfg);
+	cr_assert_eq(ap("HeaderDigest", "CRC32C"), 0);
+	cr_assert_eq(ap("DataDigest", "None"), 0);
+	p = fin();
+	cr_assert_eq(iscsi_neg_unmet(&cfg, &p, &key), -ENOTSUP);
+	cr_assert_str_eq(key, "DataDigest");
+
+	/* never answered: the default None */
+	start(&cfg);
+	p = fin();
+	cr_assert_eq(iscsi_neg_unmet(&cfg, &p, NULL), -ENOTSUP);
+
+	/* the target offers first: None is not acceptable, so Reject */
+	start_target_first(&cfg);
+	cr_assert_eq(ap("HeaderDigest", "None,CRC32C"), 0);
+	cr_assert_eq(ap("DataDigest", "None"), 0);
+	assert_bytes(reply, reply_len, "HeaderDigest=CRC32C\0DataDigest=Reject\0");
+	p = fin();
+	cr_assert(p.header_digest);
+	cr_assert_not(p.data_digest);
+	cr_assert_eq(iscsi_neg_unmet(&cfg, &p, &key), -ENOTSUP);
+	cr_assert_str_eq(key, "DataDigest");
+
+	/* not required: nothing is unmet */
+	iscsi_neg_config_default(&cfg);
+	cr_assert_eq(iscsi_neg_set_digest(&cfg, false, "auto"), 0);
+	start(&cfg);
+	cr_assert_eq(ap("HeaderDigest", "None"), 0);
+	p = fin();
+	cr_assert_eq(iscsi_neg_unmet(&cfg, &p, &key), 0);
+	cr_assert_eq(iscsi_neg_unmet(NULL, &p, &key), 0);
+}
+
+Test(neg, prefer_none_answers)
+{
+	struct iscsi_neg_config cfg;
+	iscsi_neg_config_default(&cfg);
+	cr_assert_eq(iscsi_neg_set_digest(&cfg, false, "none-crc32c"), 0);
+	start(&cfg);
+	cr_assert_eq(ap("HeaderDigest", "CRC32C"), 0, "CRC32C is in our list");
+	cr_assert(fin().header_digest);
+	start(&cfg);
+	cr_assert_eq(ap("HeaderDigest", "None"), 0);
+	cr_assert_not(fin().header_digest);
+}

@@ -198,6 +198,23 @@ Test(url, iser_and_digests)
 	cr_assert(u.iser);
 }
 
+Test(url, mutual_chap_credentials)
+{
+	ok("iscsi://alice%secretpass12@h/iqn.x:y/1?target_user=tgt&target_password=tgt%25secret%26123", true);
+	cr_assert_str_eq(u.user, "alice");
+	cr_assert_str_eq(u.password, "secretpass12");
+	cr_assert_str_eq(u.target_user, "tgt");
+	cr_assert_str_eq(u.target_password, "tgt%secret&123");
+	cr_assert_eq(u.lun, 1);
+	iscsi_url_wipe(&u);
+	for (size_t i = 0; i < sizeof(u.target_password); i++)
+		cr_assert(u.target_password[i] == 0 && u.target_user[i] == 0);
+	ok("iscsi://h/iqn.x:y?target_password=p&iser&target_user=t", true);
+	cr_assert(u.iser);
+	cr_assert_str_eq(u.target_user, "t");
+	cr_assert_str_eq(u.target_password, "p");
+}
+
 Test(url, scheme_case_insensitive)
 {
 	ok("ISCSI://h/iqn.x:y", true);
@@ -316,8 +333,12 @@ Test(url, bad_query)
 	bad("iscsi://h/iqn.x:y?header_digest=md5", true, NULL);
 	bad("iscsi://h/iqn.x:y?data_digest=crc32c,none", true, NULL);
 	bad("iscsi://u%hunter2@h/iqn.x:y?foo", true, "hunter2");
-	bad("iscsi://h/iqn.x:y?target_user=t&target_password=hunter2", true, "hunter2");
 	bad("iscsi://h/iqn.x:y?target_password=hunter2&x", true, "hunter2");
+	bad("iscsi://h/iqn.x:y?target_user", true, NULL);
+	bad("iscsi://h/iqn.x:y?target_password=", true, NULL);
+	bad("iscsi://h/iqn.x:y?target_password=hunter2&target_password=hunter3", true, "hunter");
+	bad("iscsi://h/iqn.x:y?target_password=hun%zzter2", true, "hun");
+	cr_assert_str_empty(u.target_password);
 	bad("iscsi://u:1?abc@h/t", false, "1?abc");
 }
 

@@ -1,0 +1,213 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * iserfuse --list iscsi://host[:port]
+ *
+ * SendTargets discovery on the portal, then for every target and every
+ * portal it names: a normal session, REPORT LUNS, a probe of each LUN, one
+ * block of text on stdout.  Nothing is mounted; no FUSE session is made.
+ */
+#include <errno.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "../initiator/discovery.h"
+#include "../initiator/log.h"
+#include "../initiator/url.h"
+#include "gateway.h"
+
+#define LIST_SCRATCH (64u * 1024u) /* REPORT LUNS reads at most 64 KiB */
+#define LIST_QUEUE_DEPTH 4u
+
+/* "64 MiB", "1.5 GiB", "512 B": binary units, at most one decimal. */
+static void human_size(uint64_t bytes, char *out, size_t cap)
+{
+	static const char *const units[] = {"B", "KiB", "MiB", "GiB", "TiB", "PiB", "EiB"};
+	size_t u = 0;
+	uint64_t whole = bytes, rest = 0;
+	while (whole >= 1024 && u + 1 < sizeof(units) / sizeof(units[0])) {
+		rest = whole % 1024;
+		whole /= 1024;
+		u++;
+	}
+	unsigned tenth = (unsigned)((rest * 10 + 512) / 1024);
+	if (tenth == 10) {
+		whole++;
+		tenth = 0;
+	}
+	if (tenth)
+		snprintf(out, cap, "%llu.%u %s", (unsigned long long)whole, tenth, units[u]);
+	else
+		snprintf(out, cap, "%llu %s", (unsigned long long)whole, units[u]);
+}
+
+/*
+ * SCSI commands have no timeout of their own yet: a target that stops
+ * answering in the middle of a probe would hang the listing.  Discovery and
+ * each portal get an alarm; when it fires, the listing ends with exit 1
+ * (stdout is line buffered, so every line printed so far is out).
+ */
+static char watchdog_msg[ISCSI_NAME_MAX + 128];
+
+static void watchdog(int sig)
+{
+	(void)sig;
+	if (write(2, watchdog_msg, strlen(watchdog_msg)) < 0)
+		_exit(1);
+	_exit(1);
+}
+
+/* Messages may quote what the target sent: keep control characters off the terminal. */
+static void printable(char *s)
+{
+	for (; *s; s++)
+		if ((unsigned char)*s < 0x20 || (unsigned char)*s == 0x7f)
+			*s = '?';
+}
+
+static void print_lun(const struct iscsi_lun_info *info)
+{
+	char type[16];
+	if (info->inq.qualifier == 0 && info->inq.device_type == 0)
+		snprintf(type, sizeof(type), "disk");
+	else if (info->inq.qualifier == 0 && info->inq.device_type == 0x0c)
+		snprintf(type, sizeof(type), "controller");
+	else
+		snprintf(type, sizeof(type), "0x%02x", info->inq.device_type);
+	printf("  Lun %u: type %s, %s %s", info->lun, type, info->inq.vendor[0] ? info->inq.vendor : "-",
+	       info->inq.product[0] ? info->inq.product : "-");
+	if (info->inq.qualifier == 0 && info->inq.device_type == 0) {
+		char hs[32];
+		human_size(info->cap.nblocks * (uint64_t)info->cap.block_size, hs, sizeof(hs));
+		printf(", %llu blocks of %u bytes (%s)", (unsigned long long)info->cap.nblocks, info->cap.block_size,
+		       hs);
+	}
+	printf(", id %s\n", info->devid[0] ? info->devid : "-");
+}
+
+/* Log in to one target through one portal and print its LUNs.  Failures are printed, not returned. */
+static void list_portal(const char *target, const struct iscsi_portal *portal, const char *initiator_name,
+			int timeout_ms, struct buf_pool *pool)
+{
+	struct iscsi_session_config sc = {
+		.transport = &iscsi_tcp_transport,
+		.port = portal->port,
+		.queue_depth = LIST_QUEUE_DEPTH,
+		.timeout_ms = timeout_ms,
+	};
+	struct iscsi_session *s = NULL;
+	struct iscsi_portal shown = *portal;
+	char err[512] = "", where[ISCSI_URL_HOST_MAX + 32];
+	uint16_t luns[GW_MAX_LUNS];
+	size_t nluns = 0;
+
+	snprintf(watchdog_msg, sizeof(watchdog_msg), "iserfuse: %s stopped answering; listing cut short\n", target);
+	alarm((unsigned)(2 * timeout_ms / 1000 + 5));
+	snprintf(sc.host, sizeof(sc.host), "%s", portal->host);
+	snprintf(sc.target_name, sizeof(sc.target_name), "%s", target);
+	snprintf(sc.initiator_name, sizeof(sc.initiator_name), "%s", initiator_name);
+	iscsi_neg_config_default(&sc.neg);
+
+	int rc = iscsi_session_open(&sc, &s, err, sizeof(err));
+	if (rc == 0 && shown.tpgt < 0)
+		shown.tpgt = iscsi_session_params(s)->target_portal_group_tag;
+	iscsi_portal_format(&shown, where, sizeof(where));
+	printf("  Portal: %s\n", where);
+	if (rc) {
+		printable(err);
+		printf("  Error: %s\n", err[0] ? err : strerror(-rc));
+		alarm(0);
+		fflush(stdout);
+		return;
+	}
+	void *scratch = buf_pool_get(pool, NULL);
+	size_t slen = buf_pool_slice_size(pool);
+	rc = iscsi_report_luns(s, scratch, slen, luns, GW_MAX_LUNS, &nluns);
+	if (rc) {
+		printf("  Error: REPORT LUNS failed: %s\n", strerror(-rc));
+	} else {
+		for (size_t i = 0; i < nluns; i++) {
+			struct iscsi_lun_info info;
+			rc = iscsi_lun_probe(s, luns[i], scratch, slen, &info);
+			if (rc)
+				printf("  Lun %u: probe failed: %s\n", luns[i], strerror(-rc));
+			else
+				print_lun(&info);
+		}
+	}
+	buf_pool_put(pool, scratch);
+	iscsi_session_close(s, timeout_ms);
+	alarm(0);
+	fflush(stdout);
+}
+
+int gw_list(const char *url_text, const char *initiator_name_opt, unsigned login_timeout_s)
+{
+	struct iscsi_url url = {0};
+	struct iscsi_discovery_config dc = {.transport = &iscsi_tcp_transport};
+	struct iscsi_disc_list list = {0};
+	struct buf_pool *pool = NULL;
+	char err[512] = "";
+	int timeout_ms = (int)(login_timeout_s ? login_timeout_s : 15) * 1000;
+	int rc = 1;
+
+	if (iscsi_url_parse(url_text, false, &url, err, sizeof(err))) {
+		fprintf(stderr, "iserfuse: bad URL: %s\n", err);
+		goto out;
+	}
+	if (url.iser) {
+		fprintf(stderr, "iserfuse: iSER transport (?iser) is not available in this build\n");
+		goto out;
+	}
+	if (url.user[0] || url.password[0]) {
+		fprintf(stderr, "iserfuse: CHAP credentials in the URL are not supported by --list yet\n");
+		goto out;
+	}
+	if (initiator_name_opt)
+		snprintf(dc.initiator_name, sizeof(dc.initiator_name), "%s", initiator_name_opt);
+	else if (gw_default_initiator_name(dc.initiator_name, sizeof(dc.initiator_name)))
+		log_info("cannot keep the generated initiator name; using %s", dc.initiator_name);
+	snprintf(dc.host, sizeof(dc.host), "%s", url.host);
+	dc.port = url.port;
+	dc.timeout_ms = timeout_ms;
+	iscsi_neg_config_default(&dc.neg);
+
+	setvbuf(stdout, NULL, _IOLBF, 0);
+	signal(SIGALRM, watchdog);
+	snprintf(watchdog_msg, sizeof(watchdog_msg), "iserfuse: discovery on %s:%u did not finish in time\n",
+		 url.host, url.port);
+	alarm((unsigned)(4 * timeout_ms / 1000 + 5));
+	int drc = iscsi_discover(&dc, &list, err, sizeof(err));
+	alarm(0);
+	if (drc) {
+		printable(err);
+		fprintf(stderr, "iserfuse: %s\n", err[0] ? err : strerror(-drc));
+		goto out;
+	}
+	int prc = buf_pool_create(&pool, LIST_SCRATCH, 1);
+	if (prc) {
+		fprintf(stderr, "iserfuse: cannot allocate the buffer pool: %s\n", strerror(-prc));
+		goto out;
+	}
+	struct iscsi_portal fallback = {.port = url.port, .tpgt = -1, .ipv6 = strchr(url.host, ':') != NULL};
+	snprintf(fallback.host, sizeof(fallback.host), "%s", url.host);
+	for (size_t i = 0; i < list.ntargets; i++) {
+		const struct iscsi_disc_target *t = &list.targets[i];
+		if (url.target[0] && strcmp(url.target, t->name) != 0)
+			continue;
+		printf("Target: %s\n", t->name);
+		fflush(stdout);
+		if (t->nportals == 0)
+			list_portal(t->name, &fallback, dc.initiator_name, timeout_ms, pool);
+		for (size_t j = 0; j < t->nportals; j++)
+			list_portal(t->name, &t->portals[j], dc.initiator_name, timeout_ms, pool);
+	}
+	rc = 0;
+out:
+	buf_pool_destroy(pool);
+	iscsi_disc_list_free(&list);
+	iscsi_url_wipe(&url);
+	return rc;
+}

@@ -1,0 +1,778 @@
+#!/usr/bin/env python3
+# SPDX-License-Identifier: MIT
+"""A small scriptable iSCSI target (RFC 7143) that misbehaves on cue.
+
+    fake_target.py --port PORT [--misbehave NAME] [--log FILE]
+    fake_target.py --dump OFFSET LENGTH     the disk's initial bytes, to stdout
+    fake_target.py --list                   the misbehaviours, one per line
+    fake_target.py --trigger NAME           what sets NAME off: login, probe, read, write
+
+It listens on 127.0.0.1:PORT and serves one target, IQN below, with one
+disk LUN 1 of 1 MiB in 512-byte blocks, held in memory and filled with a
+fixed pseudo-random pattern.  It answers the login (AuthMethod=None, then
+the operational keys), a normal LUN probe (REPORT LUNS, INQUIRY and VPD page
+0x00, TEST UNIT READY, READ CAPACITY, MODE SENSE), READ, WRITE (the rest of
+a write after its immediate data is asked for with R2Ts), SYNCHRONIZE CACHE,
+NOP-Out and Logout.
+
+With --misbehave NAME it breaks the protocol once: in the login for the
+login_* names, in READ CAPACITY for capacity_overflow, otherwise on the
+first READ or WRITE command (see TRIGGER).  After that it serves normally
+again.  The names in GAPS (a command never answered, a CmdSN window that
+never reopens) hang the initiator until it has command timeouts; they are
+not in --list.  Standard library only.
+"""
+import argparse
+import random
+import socket
+import sys
+import time
+
+IQN = "iqn.2026-11.org.example:malicious"
+BLOCK = 512
+NBLOCKS = 2048
+LUN_ID = 1
+MAX_RECV_DSL = 8192          # ours: what the initiator may send us
+DATA_IN_CHUNK = 8192         # Data-In payload per PDU
+MAX_BURST = 262144
+FIRST_BURST = 65536
+RESERVED = 0xFFFFFFFF
+
+OP_NOP_OUT, OP_SCSI_CMD, OP_TMF_REQ, OP_LOGIN_REQ, OP_TEXT_REQ, OP_DATA_OUT, OP_LOGOUT_REQ = 0, 1, 2, 3, 4, 5, 6
+OP_NOP_IN, OP_SCSI_RSP, OP_TMF_RSP, OP_LOGIN_RSP, OP_TEXT_RSP, OP_DATA_IN, OP_LOGOUT_RSP = (
+    0x20, 0x21, 0x22, 0x23, 0x24, 0x25, 0x26)
+OP_R2T, OP_ASYNC, OP_REJECT = 0x31, 0x32, 0x3F
+
+# name -> what triggers it: "login", "read" (first READ command) or "write"
+TRIGGER = {
+    "data_in_wrong_itt": "read",
+    "data_in_beyond_buffer": "read",
+    "data_in_offset_gap": "read",
+    "data_in_datasn_wrong": "read",
+    "data_in_short_good": "read",
+    "dsl_over_limit": "read",
+    "dsl_max": "read",
+    "rsp_impossible_residual": "read",
+    "rsp_good_short": "read",
+    "rsp_sense_length_over_segment": "read",
+    "rsp_huge_sense": "read",
+    "rsp_unknown_itt": "read",
+    "r2t_for_read": "read",
+    "statsn_out_of_window": "read",
+    "maxcmdsn_below_expcmdsn": "read",
+    "nop_in_flood": "read",
+    "async_bad_fields": "read",
+    "reject_garbage": "read",
+    "reject_command": "read",
+    "text_rsp_unsolicited": "read",
+    "data_in_trickle": "read",
+    "pdu_cut_then_close": "read",
+    "ahs_overflow": "read",
+    "unknown_opcode": "read",
+    "status_without_final": "read",
+    "r2t_beyond_length": "write",
+    "r2t_zero_length": "write",
+    "r2t_flood": "write",
+    "r2t_small_bursts": "write",
+    "data_in_for_write": "write",
+    "login_unknown_key": "login",
+    "login_duplicate_key": "login",
+    "login_bad_value": "login",
+    "login_huge_text": "login",
+    "login_wrong_itt": "login",
+    "login_no_tsih": "login",
+    "login_silent": "login",
+    "capacity_overflow": "probe",
+}
+
+# Known gaps, left out of --list (and so of the suite): the initiator has no
+# command timeout yet, so the I/O these trigger waits for ever.
+GAPS = {
+    "no_response": "read",        # the READ is never answered
+    "window_closed": "read",      # MaxCmdSN = ExpCmdSN - 1 from then on, never reopened
+}
+
+
+def disk_pattern():
+    return bytearray(random.Random(20261130).randbytes(BLOCK * NBLOCKS))
+
+
+def log(msg):
+    print("fake_target: " + msg, file=sys.stderr, flush=True)
+
+
+class Closed(Exception):
+    pass
+
+
+def sense_fixed(key, asc, ascq):
+    s = bytearray(18)
+    s[0] = 0x70
+    s[2] = key
+    s[7] = 10
+    s[12] = asc
+    s[13] = ascq
+    return bytes(s)
+
+
+def bhs(op, flags=0, dlen=0, lun=0, itt=RESERVED, ahs=0):
+    """A 48-byte BHS with the common fields set; the caller fills the rest."""
+    h = bytearray(48)
+    h[0] = op
+    h[1] = flags
+    h[4] = ahs
+    h[5:8] = dlen.to_bytes(3, "big")
+    h[8:16] = lun.to_bytes(8, "big")
+    h[16:20] = itt.to_bytes(4, "big")
+    return h
+
+
+def pad(data):
+    return data + b"\0" * ((4 - len(data) % 4) % 4)
+
+
+def lun_field(lun):
+    return (lun << 48) if lun < 256 else ((0x4000 | lun) << 48)
+
+
+class Conn:
+    def __init__(self, sock, disk, misbehave):
+        self.s = sock
+        self.disk = disk
+        self.mis = misbehave
+        self.trigger = TRIGGER.get(misbehave, GAPS.get(misbehave, ""))
+        self.fired = False
+        self.statsn = 0x1000
+        self.expcmdsn = 1
+        self.window = 32
+        self.writes = {}      # ITT -> write state
+        self.pings = {}       # TTT of a NOP-In -> its ping data, echoed in the NOP-Out
+        self.ttt = 0x100
+
+    # ---- wire ----
+    def recv_exact(self, n):
+        out = bytearray()
+        while len(out) < n:
+            chunk = self.s.recv(n - len(out))
+            if not chunk:
+                raise Closed()
+            out += chunk
+        return bytes(out)
+
+    def recv_pdu(self):
+        h = self.recv_exact(48)
+        ahs = h[4] * 4
+        dlen = int.from_bytes(h[5:8], "big")
+        if ahs:
+            self.recv_exact(ahs)
+        data = self.recv_exact(dlen + (4 - dlen % 4) % 4)[:dlen] if dlen else b""
+        return h, data
+
+    def send(self, h, data=b"", ahs_bytes=b""):
+        self.s.sendall(bytes(h) + ahs_bytes + pad(data))
+
+    def sn_fields(self, h, statsn=None, advance=True):
+        """StatSN at 24, ExpCmdSN at 28, MaxCmdSN at 32."""
+        if statsn is None:
+            statsn = self.statsn
+            if advance:
+                self.statsn = (self.statsn + 1) & 0xFFFFFFFF
+        h[24:28] = statsn.to_bytes(4, "big")
+        h[28:32] = self.expcmdsn.to_bytes(4, "big")
+        h[32:36] = ((self.expcmdsn + self.window - 1) & 0xFFFFFFFF).to_bytes(4, "big")
+        return h
+
+    # ---- login ----
+    def login(self):
+        stage_done = {}
+        tsih = 0x2A
+        answers_owed = []
+        huge_sent = 0
+        while True:
+            h, data = self.recv_pdu()
+            op = h[0] & 0x3F
+            if op != OP_LOGIN_REQ:
+                log("expected a Login Request, got opcode 0x%02x" % op)
+                raise Closed()
+            transit, cont = bool(h[1] & 0x80), bool(h[1] & 0x40)
+            csg, nsg = (h[1] >> 2) & 3, h[1] & 3
+            isid_tsih = h[8:16]
+            itt = int.from_bytes(h[16:20], "big")
+            cmdsn = int.from_bytes(h[24:28], "big")
+            self.expcmdsn = cmdsn
+            keys = []
+            for item in data.split(b"\0"):
+                if item:
+                    k, _, v = item.decode("utf-8", "replace").partition("=")
+                    keys.append((k, v))
+            reply = []
+            rsp_transit, rsp_nsg = transit, nsg
+            status = (0, 0)
+            if self.mis == "login_silent":
+                log("not answering the login")
+                while self.s.recv(65536):
+                    pass
+                raise Closed()
+            if self.mis == "login_huge_text" and csg == 1:
+                # Text continues (C bit) for ever, 8 KiB at a time.
+                huge_sent += 1
+                payload = (b"X-Junk%06d=" % huge_sent + b"j" * (MAX_RECV_DSL - 20)) [:MAX_RECV_DSL]
+                self.login_rsp(itt, isid_tsih, False, True, csg, 0, 0, payload, (0, 0))
+                continue
+            if csg == 0:
+                reply.append(("AuthMethod", "None"))
+                reply.append(("TargetPortalGroupTag", "1"))
+                names = dict(keys)
+                if names.get("TargetName", IQN) != IQN:
+                    status = (2, 3)
+            elif csg == 1:
+                offered = dict(keys)
+                for k, v in keys:
+                    a = self.answer_key(k, v)
+                    if a is not None:
+                        reply.append((k, a))
+                if self.mis == "login_unknown_key":
+                    if "X-FakeTarget-Probe" not in stage_done:
+                        stage_done["X-FakeTarget-Probe"] = True
+                        reply.append(("X-FakeTarget-Probe", "1"))
+                        reply.append(("FakeTargetUnknownKey", "Something"))
+                        answers_owed = ["X-FakeTarget-Probe", "FakeTargetUnknownKey"]
+                        rsp_transit = False  # we want the answers first
+                    else:
+                        for k in answers_owed:
+                            if offered.get(k) != "NotUnderstood":
+                                log("no NotUnderstood answer for %s: %r" % (k, offered))
+                                status = (2, 7)
+                        reply = []
+                if self.mis == "login_duplicate_key":
+                    reply.append(("MaxBurstLength", "4096"))
+                if self.mis == "login_bad_value":
+                    reply = [(k, "abc" if k == "MaxBurstLength" else v) for k, v in reply]
+                if not transit:
+                    rsp_transit = False
+            rsp_itt = itt
+            if self.mis == "login_wrong_itt":
+                rsp_itt = (itt + 1) & 0xFFFFFFFF
+            final = rsp_transit and rsp_nsg == 3
+            text = b"".join(("%s=%s" % kv).encode() + b"\0" for kv in reply)
+            use_tsih = tsih if final and self.mis != "login_no_tsih" else 0
+            self.login_rsp(rsp_itt, isid_tsih, rsp_transit, False, csg, rsp_nsg if rsp_transit else 0, use_tsih,
+                           text, status)
+            if status != (0, 0):
+                raise Closed()
+            if final:
+                self.expcmdsn = cmdsn
+                return
+
+    def login_rsp(self, itt, isid_tsih, transit, cont, csg, nsg, tsih, text, status):
+        flags = (0x80 if transit else 0) | (0x40 if cont else 0) | (csg << 2) | nsg
+        h = bhs(OP_LOGIN_RSP, flags, len(text), 0, itt)
+        h[8:14] = isid_tsih[0:6]
+        h[14:16] = tsih.to_bytes(2, "big")
+        self.sn_fields(h)
+        h[36] = status[0]
+        h[37] = status[1]
+        self.send(h, text)
+
+    @staticmethod
+    def answer_key(k, v):
+        def num(default):
+            try:
+                return int(v, 0)
+            except ValueError:
+                return default
+        if k in ("HeaderDigest", "DataDigest"):
+            return "None"
+        if k == "MaxRecvDataSegmentLength":
+            return str(MAX_RECV_DSL)
+        if k == "MaxBurstLength":
+            return str(min(num(MAX_BURST), MAX_BURST))
+        if k == "FirstBurstLength":
+            return str(min(num(FIRST_BURST), FIRST_BURST))
+        if k == "ImmediateData":
+            return "Yes" if v == "Yes" else "No"
+        if k == "InitialR2T":
+            return "Yes"
+        if k == "MaxOutstandingR2T":
+            return "1"
+        if k in ("DataPDUInOrder", "DataSequenceInOrder"):
+            return "Yes"
+        if k == "DefaultTime2Wait":
+            return str(max(num(2), 2))
+        if k == "DefaultTime2Retain":
+            return "0"
+        if k == "ErrorRecoveryLevel":
+            return "0"
+        if k == "MaxConnections":
+            return "1"
+        if k in ("InitiatorName", "SessionType", "TargetName", "AuthMethod", "InitiatorAlias"):
+            return None
+        if v in ("NotUnderstood", "Irrelevant", "Reject"):
+            return None
+        return "NotUnderstood"
+
+    # ---- full feature phase ----
+    def serve(self):
+        while True:
+            h, data = self.recv_pdu()
+            op = h[0] & 0x3F
+            itt = int.from_bytes(h[16:20], "big")
+            if op == OP_SCSI_CMD:
+                cmdsn = int.from_bytes(h[24:28], "big")
+                if not h[0] & 0x40:
+                    self.expcmdsn = max(self.expcmdsn, (cmdsn + 1) & 0xFFFFFFFF)
+                self.scsi_cmd(h, data)
+            elif op == OP_DATA_OUT:
+                self.data_out(h, data)
+            elif op == OP_NOP_OUT:
+                ttt = int.from_bytes(h[20:24], "big")
+                if itt == RESERVED and ttt != RESERVED:
+                    want = self.pings.pop(ttt, None)
+                    if want is not None and data != want:
+                        log("NOP-Out for TTT %d does not echo the ping data: closing" % ttt)
+                        raise Closed()
+                if itt != RESERVED:
+                    r = bhs(OP_NOP_IN, 0x80, len(data), int.from_bytes(h[8:16], "big"), itt)
+                    r[20:24] = RESERVED.to_bytes(4, "big")
+                    self.sn_fields(r)
+                    self.send(r, data)
+            elif op == OP_LOGOUT_REQ:
+                r = bhs(OP_LOGOUT_RSP, 0x80, 0, 0, itt)
+                self.sn_fields(r)
+                self.send(r)
+                log("logout")
+                raise Closed()
+            elif op == OP_TMF_REQ:
+                r = bhs(OP_TMF_RSP, 0x80, 0, 0, itt)
+                self.sn_fields(r)
+                self.send(r)
+            else:
+                log("ignoring opcode 0x%02x" % op)
+
+    def fire(self, kind):
+        if self.trigger == kind and not self.fired:
+            self.fired = True
+            log("misbehaving: " + self.mis)
+            return True
+        return False
+
+    def respond(self, itt, status=0, sense=b"", resid=0, under=False, over=False, statsn=None):
+        data = b""
+        if sense:
+            data = len(sense).to_bytes(2, "big") + sense
+        flags = 0x80 | (0x02 if under else 0) | (0x04 if over else 0)
+        h = bhs(OP_SCSI_RSP, flags, len(data), 0, itt)
+        h[3] = status
+        self.sn_fields(h, statsn)
+        h[44:48] = resid.to_bytes(4, "big")
+        self.send(h, data)
+
+    def check(self, itt, key, asc, ascq):
+        self.respond(itt, 0x02, sense_fixed(key, asc, ascq))
+
+    def data_in(self, itt, lun, payload, offset, datasn, final=False, status=None, resid=0, under=False,
+                flags=None, dlen=None, ahs_bytes=b"", statsn=None):
+        f = 0x80 if final else 0
+        if status is not None:
+            f |= 0x01 | (0x02 if under else 0)
+        if flags is not None:
+            f = flags
+        h = bhs(OP_DATA_IN, f, len(payload) if dlen is None else dlen, lun, itt, ahs=len(ahs_bytes) // 4)
+        h[20:24] = RESERVED.to_bytes(4, "big")
+        if status is not None:
+            h[3] = status
+            self.sn_fields(h, statsn)
+        else:
+            self.sn_fields(h, self.statsn, advance=False)
+        h[36:40] = datasn.to_bytes(4, "big")
+        h[40:44] = offset.to_bytes(4, "big")
+        h[44:48] = resid.to_bytes(4, "big")
+        self.send(h, payload, ahs_bytes)
+
+    def send_read_data(self, itt, lun, edtl, payload):
+        """Normal Data-In sequence, status in the last PDU."""
+        n = min(len(payload), edtl)
+        resid = edtl - n
+        if n == 0:
+            self.respond(itt, 0, resid=resid, under=resid > 0)
+            return
+        off, sn = 0, 0
+        while off < n:
+            chunk = payload[off:off + DATA_IN_CHUNK]
+            last = off + len(chunk) >= n
+            if last:
+                self.data_in(itt, lun, chunk, off, sn, final=True, status=0, resid=resid, under=resid > 0)
+            else:
+                self.data_in(itt, lun, chunk, off, sn)
+            off += len(chunk)
+            sn += 1
+
+    def scsi_cmd(self, h, data):
+        lun = int.from_bytes(h[8:16], "big")
+        itt = int.from_bytes(h[16:20], "big")
+        edtl = int.from_bytes(h[20:24], "big")
+        cdb = h[32:48]
+        op = cdb[0]
+        if op == 0xA0:  # REPORT LUNS
+            body = (8).to_bytes(4, "big") + bytes(4) + lun_field(LUN_ID).to_bytes(8, "big")
+            alloc = int.from_bytes(cdb[6:10], "big")
+            self.send_read_data(itt, lun, edtl, body[:alloc])
+            return
+        if lun != lun_field(LUN_ID):
+            if op == 0x12:
+                inq = bytearray(36)
+                inq[0] = 0x7F  # no device here
+                self.send_read_data(itt, lun, edtl, bytes(inq)[:int.from_bytes(cdb[3:5], "big")])
+            else:
+                self.check(itt, 0x05, 0x25, 0x00)
+            return
+        if op == 0x12:  # INQUIRY
+            alloc = int.from_bytes(cdb[3:5], "big")
+            if cdb[1] & 1:
+                if cdb[2] != 0x00:
+                    self.check(itt, 0x05, 0x24, 0x00)
+                    return
+                body = bytes([0, 0x00, 0, 1, 0x00])
+            else:
+                inq = bytearray(96)
+                inq[0] = 0x00
+                inq[2] = 0x05
+                inq[3] = 0x02
+                inq[4] = 96 - 5
+                inq[7] = 0x02  # CmdQue
+                inq[8:16] = b"FAKE    "
+                inq[16:32] = b"MALICIOUS DISK  "
+                inq[32:36] = b"0001"
+                body = bytes(inq)
+            self.send_read_data(itt, lun, edtl, body[:alloc])
+        elif op == 0x00:  # TEST UNIT READY
+            self.respond(itt)
+        elif op == 0x9E and (cdb[1] & 0x1F) == 0x10:  # READ CAPACITY(16)
+            body = bytearray(32)
+            last = NBLOCKS - 1
+            if self.mis == "capacity_overflow" and self.fire("probe"):
+                last = (1 << 56) - 1  # 2^56 blocks of 512 bytes: 2^65 bytes
+            body[0:8] = last.to_bytes(8, "big")
+            body[8:12] = BLOCK.to_bytes(4, "big")
+            alloc = int.from_bytes(cdb[10:14], "big")
+            self.send_read_data(itt, lun, edtl, bytes(body)[:alloc])
+        elif op == 0x25:  # READ CAPACITY(10)
+            self.send_read_data(itt, lun, edtl, (NBLOCKS - 1).to_bytes(4, "big") + BLOCK.to_bytes(4, "big"))
+        elif op == 0x1A:  # MODE SENSE(6)
+            self.send_read_data(itt, lun, edtl, bytes([3, 0, 0, 0])[:cdb[4]])
+        elif op == 0x5A:  # MODE SENSE(10)
+            self.send_read_data(itt, lun, edtl, bytes([0, 6, 0, 0, 0, 0, 0, 0])[:int.from_bytes(cdb[7:9], "big")])
+        elif op in (0x35, 0x91):  # SYNCHRONIZE CACHE
+            self.respond(itt)
+        elif op in (0x28, 0x88):
+            lba, n = (int.from_bytes(cdb[2:6], "big"), int.from_bytes(cdb[7:9], "big")) if op == 0x28 else (
+                int.from_bytes(cdb[2:10], "big"), int.from_bytes(cdb[10:14], "big"))
+            if lba + n > NBLOCKS:
+                self.check(itt, 0x05, 0x21, 0x00)
+                return
+            payload = bytes(self.disk[lba * BLOCK:(lba + n) * BLOCK])
+            if self.fire("read"):
+                self.misbehave_read(itt, lun, edtl, payload)
+            else:
+                self.send_read_data(itt, lun, edtl, payload)
+        elif op in (0x2A, 0x8A):
+            lba, n = (int.from_bytes(cdb[2:6], "big"), int.from_bytes(cdb[7:9], "big")) if op == 0x2A else (
+                int.from_bytes(cdb[2:10], "big"), int.from_bytes(cdb[10:14], "big"))
+            if lba + n > NBLOCKS:
+                self.check(itt, 0x05, 0x21, 0x00)
+                return
+            w = {"itt": itt, "lun": lun, "lba": lba, "edtl": edtl, "buf": bytearray(edtl), "got": 0,
+                 "r2t_off": 0, "r2tsn": 0, "burst_end": 0}
+            w["buf"][:len(data)] = data
+            w["got"] = len(data)
+            self.writes[itt] = w
+            if self.fire("write"):
+                self.misbehave_write(w)
+                return
+            self.write_progress(w)
+        else:
+            self.check(itt, 0x05, 0x20, 0x00)
+
+    def send_r2t(self, w, off, length, ttt=None):
+        self.send(self.r2t_pdu(w, off, length, ttt))
+
+    def r2t_pdu(self, w, off, length, ttt=None):
+        h = bhs(OP_R2T, 0x80, 0, w["lun"], w["itt"])
+        if ttt is None:
+            ttt = self.ttt
+            self.ttt += 1
+        h[20:24] = ttt.to_bytes(4, "big")
+        self.sn_fields(h, self.statsn, advance=False)
+        h[36:40] = w["r2tsn"].to_bytes(4, "big")
+        w["r2tsn"] += 1
+        h[40:44] = off.to_bytes(4, "big")
+        h[44:48] = length.to_bytes(4, "big")
+        return h
+
+    def write_progress(self, w):
+        if w["got"] >= w["edtl"]:
+            lba = w["lba"]
+            self.disk[lba * BLOCK:lba * BLOCK + w["edtl"]] = w["buf"][:w["edtl"]]
+            del self.writes[w["itt"]]
+            self.respond(w["itt"])
+            return
+        off = w["got"]
+        length = min(w.get("burst", MAX_BURST), w["edtl"] - off)
+        w["burst_end"] = off + length
+        self.send_r2t(w, off, length)
+
+    def data_out(self, h, data):
+        itt = int.from_bytes(h[16:20], "big")
+        off = int.from_bytes(h[40:44], "big")
+        w = self.writes.get(itt)
+        if w is None:
+            return
+        if off + len(data) <= w["edtl"]:
+            w["buf"][off:off + len(data)] = data
+        w["got"] = max(w["got"], off + len(data))
+        if h[1] & 0x80 and not w.get("dead"):
+            self.write_progress(w)
+
+    # ---- misbehaviours ----
+    def misbehave_write(self, w):
+        m = self.mis
+        if m == "r2t_small_bursts":
+            # Legal: one R2T at a time for 3000 bytes each (odd offsets).
+            w["burst"] = 3000
+            self.write_progress(w)
+            return
+        w["dead"] = True  # Data-Out for this write is swallowed
+        rest = w["edtl"] - w["got"]
+        if m == "r2t_beyond_length":
+            self.send_r2t(w, w["got"], rest + 4096)
+        elif m == "r2t_zero_length":
+            self.send_r2t(w, w["got"], 0)
+        elif m == "data_in_for_write":
+            self.data_in(w["itt"], w["lun"], bytes(512), 0, 0)
+        elif m == "r2t_flood":
+            # 16 R2Ts in one go where MaxOutstandingR2T=1 allows one.
+            burst = b""
+            for i in range(16):
+                burst += bytes(self.r2t_pdu(w, (i * 512) % w["edtl"], 512))
+            self.s.sendall(burst)
+
+    def misbehave_read(self, itt, lun, edtl, payload):
+        m = self.mis
+        n = len(payload)
+        half = payload[:n // 2]
+        if m == "data_in_wrong_itt":
+            self.data_in(itt ^ 0x00FF0000, lun, payload[:DATA_IN_CHUNK], 0, 0)
+        elif m == "data_in_beyond_buffer":
+            self.data_in(itt, lun, payload + bytes(4096), 0, 0, final=True, status=0)
+        elif m == "data_in_offset_gap":
+            self.data_in(itt, lun, payload[:DATA_IN_CHUNK], 0, 0)
+            self.data_in(itt, lun, payload[2 * DATA_IN_CHUNK:3 * DATA_IN_CHUNK], 2 * DATA_IN_CHUNK, 1)
+        elif m == "data_in_datasn_wrong":
+            self.data_in(itt, lun, payload[:DATA_IN_CHUNK], 0, 0)
+            self.data_in(itt, lun, payload[DATA_IN_CHUNK:2 * DATA_IN_CHUNK], DATA_IN_CHUNK, 7)
+        elif m == "data_in_short_good":
+            # Half the data, then GOOD in the last Data-In without an underflow.
+            self.data_in(itt, lun, half, 0, 0, final=True, status=0)
+        elif m == "dsl_over_limit":
+            self.data_in(itt, lun, bytes(262144 + 512), 0, 0)
+        elif m == "dsl_max":
+            self.data_in(itt, lun, b"", 0, 0, dlen=0xFFFFFF)
+            self.s.sendall(bytes(65536))
+        elif m == "rsp_impossible_residual":
+            self.send_data_only(itt, lun, payload)
+            self.respond(itt, 0, resid=edtl + 4096, under=True)
+        elif m == "rsp_good_short":
+            self.send_data_only(itt, lun, half)
+            self.respond(itt, 0)
+        elif m == "rsp_sense_length_over_segment":
+            data = (200).to_bytes(2, "big") + sense_fixed(0x03, 0x11, 0x00)
+            h = bhs(OP_SCSI_RSP, 0x80, len(data), 0, itt)
+            h[3] = 0x02
+            self.sn_fields(h)
+            self.send(h, data)
+        elif m == "rsp_huge_sense":
+            # 65535 bytes of descriptor-format sense with nonsense descriptors.
+            s = bytearray(random.Random(7).randbytes(65535))
+            s[0] = 0x72
+            s[1] = 0x03
+            s[2] = 0x11
+            s[3] = 0x00
+            s[7] = 0xFF
+            self.respond(itt, 0x02, bytes(s))
+        elif m == "rsp_unknown_itt":
+            self.respond((itt + 0x12340000) & 0xFFFFFFFF)
+        elif m == "r2t_for_read":
+            self.send_r2t({"lun": lun, "itt": itt, "r2tsn": 0}, 0, 512)
+        elif m == "statsn_out_of_window":
+            self.statsn = (self.statsn + 0x80000000 - 5) & 0xFFFFFFFF
+            self.send_read_data(itt, lun, edtl, payload)
+        elif m == "maxcmdsn_below_expcmdsn":
+            self.window = -3  # MaxCmdSN = ExpCmdSN - 4 from now on
+            self.send_read_data(itt, lun, edtl, payload)
+            self.window = 32
+        elif m == "nop_in_flood":
+            # 2000 NOP-Ins, every other one a ping (TTT set) with 4 KiB of
+            # data the answering NOP-Out must echo.
+            for i in range(2000):
+                ping = bytes([i & 0xFF, i >> 8]) * 2048 if i % 2 else b""
+                if ping:
+                    self.pings[i] = ping
+                h = bhs(OP_NOP_IN, 0x80, len(ping), 0, RESERVED)
+                h[20:24] = (i if i % 2 else RESERVED).to_bytes(4, "big")
+                self.sn_fields(h, self.statsn, advance=False)
+                self.send(h, ping)
+            self.send_read_data(itt, lun, edtl, payload)
+        elif m == "async_bad_fields":
+            # SenseLength 65535 in front of 1000 bytes of junk.
+            junk = b"\xff\xff" + random.Random(3).randbytes(1000)
+            h = bhs(OP_ASYNC, 0x80, len(junk), 0xDEADBEEFCAFEF00D, RESERVED)
+            self.sn_fields(h)
+            h[36] = 0xEE
+            h[37] = 0x77
+            h[38:44] = b"\xff\xff\x00\x00\xff\xff"
+            self.send(h, junk)
+            h = bhs(OP_ASYNC, 0x80, 3, 0, 0x12345678)
+            self.sn_fields(h)
+            h[36] = 0x00  # SCSI async event with a 1-byte sense "segment"
+            self.send(h, b"\x00\x40\x70")
+            self.send_read_data(itt, lun, edtl, payload)
+        elif m == "reject_garbage":
+            h = bhs(OP_REJECT, 0x80, 10, 0, RESERVED)
+            h[2] = 0x09
+            self.sn_fields(h)
+            self.send(h, bytes(10))
+        elif m == "reject_command":
+            # A well-formed Reject of the READ itself (reason: protocol error).
+            cmd = bhs(OP_SCSI_CMD, 0xC1, 0, lun, itt)
+            h = bhs(OP_REJECT, 0x80, 48, 0, RESERVED)
+            h[2] = 0x04
+            self.sn_fields(h)
+            self.send(h, bytes(cmd))
+        elif m == "text_rsp_unsolicited":
+            # A Text Response nobody asked for, then the data.
+            h = bhs(OP_TEXT_RSP, 0x80, 12, 0, 0x7777)
+            h[20:24] = RESERVED.to_bytes(4, "big")
+            self.sn_fields(h)
+            self.send(h, b"X-Foo=bar\0\0\0")
+            self.send_read_data(itt, lun, edtl, payload)
+        elif m == "data_in_trickle":
+            # Legal but awkward: odd segment lengths (with padding), each PDU
+            # written in three pieces with pauses between them.
+            sizes = [1, 3, 510, 1021, 8191, 2, 4093, 7]
+            off, sn, i = 0, 0, 0
+            while off < n:
+                k = min(sizes[i % len(sizes)], n - off)
+                last = off + k == n
+                f = (0x81 if last else 0x00)
+                h = bhs(OP_DATA_IN, f, k, lun, itt)
+                h[20:24] = RESERVED.to_bytes(4, "big")
+                if last:
+                    self.sn_fields(h)
+                else:
+                    self.sn_fields(h, self.statsn, advance=False)
+                h[36:40] = sn.to_bytes(4, "big")
+                h[40:44] = off.to_bytes(4, "big")
+                wire = bytes(h) + pad(payload[off:off + k])
+                cuts = sorted({len(wire) // 3, 47, 48 + k // 2})
+                prev = 0
+                for c in cuts + [len(wire)]:
+                    if c > prev:
+                        self.s.sendall(wire[prev:c])
+                        if i % 8 == 0:
+                            time.sleep(0.002)
+                    prev = c
+                off += k
+                sn += 1
+                i += 1
+        elif m == "no_response":
+            log("not answering the READ")
+        elif m == "window_closed":
+            self.window = 0
+            self.send_read_data(itt, lun, edtl, payload)
+        elif m == "pdu_cut_then_close":
+            h = bhs(OP_DATA_IN, 0x80, len(payload), lun, itt)
+            self.s.sendall(bytes(h[:20]))
+            time.sleep(0.2)
+            self.s.shutdown(socket.SHUT_RDWR)
+            raise Closed()
+        elif m == "ahs_overflow":
+            ahs = bytearray(random.Random(5).randbytes(255 * 4))
+            ahs[0:3] = b"\xff\xff\x01"  # AHSLength 65535, type 1
+            self.send_data_only(itt, lun, payload[:-DATA_IN_CHUNK])
+            self.data_in(itt, lun, payload[-DATA_IN_CHUNK:], n - DATA_IN_CHUNK, n // DATA_IN_CHUNK - 1,
+                         final=True, status=0, ahs_bytes=bytes(ahs))
+        elif m == "unknown_opcode":
+            h = bhs(0x1C, 0x80, 8, 0, itt)
+            self.sn_fields(h)
+            self.send(h, b"whatever")
+        elif m == "status_without_final":
+            self.send_data_only(itt, lun, payload[:-DATA_IN_CHUNK])
+            self.data_in(itt, lun, payload[-DATA_IN_CHUNK:], n - DATA_IN_CHUNK, n // DATA_IN_CHUNK - 1,
+                         final=False, status=0, flags=0x01)
+        else:
+            log("unknown misbehaviour %s: serving normally" % m)
+            self.send_read_data(itt, lun, edtl, payload)
+
+    def send_data_only(self, itt, lun, payload):
+        """Data-In PDUs without status (a SCSI Response follows)."""
+        off, sn = 0, 0
+        while off < len(payload):
+            chunk = payload[off:off + DATA_IN_CHUNK]
+            last = off + len(chunk) >= len(payload)
+            self.data_in(itt, lun, chunk, off, sn, final=last)
+            off += len(chunk)
+            sn += 1
+
+
+def main():
+    ap = argparse.ArgumentParser(description="scriptable misbehaving iSCSI target")
+    ap.add_argument("--port", type=int)
+    ap.add_argument("--misbehave", default="")
+    ap.add_argument("--dump", nargs=2, type=int, metavar=("OFFSET", "LENGTH"))
+    ap.add_argument("--list", action="store_true")
+    ap.add_argument("--trigger", metavar="NAME", help="print what triggers misbehaviour NAME")
+    args = ap.parse_args()
+    if args.list:
+        print("\n".join(TRIGGER))
+        return 0
+    if args.trigger:
+        if args.trigger not in TRIGGER and args.trigger not in GAPS:
+            return 2
+        print(TRIGGER.get(args.trigger) or GAPS[args.trigger])
+        return 0
+    if args.dump:
+        sys.stdout.buffer.write(disk_pattern()[args.dump[0]:args.dump[0] + args.dump[1]])
+        return 0
+    if args.port is None:
+        ap.error("--port is required")
+    if args.misbehave and args.misbehave not in TRIGGER and args.misbehave not in GAPS:
+        ap.error("unknown misbehaviour %s" % args.misbehave)
+    disk = disk_pattern()
+    ls = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    ls.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    ls.bind(("127.0.0.1", args.port))
+    ls.listen(4)
+    log("listening on 127.0.0.1:%d, misbehaviour %s" % (args.port, args.misbehave or "none"))
+    misbehave = args.misbehave
+    while True:
+        sock, peer = ls.accept()
+        sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        c = Conn(sock, disk, misbehave)
+        try:
+            c.login()
+            log("logged in from %s:%d" % peer)
+            c.serve()
+        except (Closed, ConnectionError, BrokenPipeError):
+            pass
+        finally:
+            if c.fired:
+                misbehave = ""  # once
+            sock.close()
+            log("connection closed")
+
+
+if __name__ == "__main__":
+    try:
+        sys.exit(main())
+    except KeyboardInterrupt:
+        sys.exit(0)

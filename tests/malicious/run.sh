@@ -1,0 +1,374 @@
+#!/bin/bash
+# SPDX-License-Identifier: MIT
+#
+# The "malicious" suite: one misbehaving target, one scenario.
+#
+#   run.sh ISERFUSE_BINARY SCENARIO
+#   run.sh ISERFUSE_BINARY all        every scenario in turn
+#
+# Starts fake_target.py (a scriptable iSCSI target, one 1 MiB LUN) on a
+# free loopback port with --misbehave SCENARIO, mounts its LUN 1 with
+# `iserfuse -f` in the background (stderr, sanitizer reports included, go
+# to a log), then does the I/O that makes the target misbehave and checks:
+#
+#   - login scenarios: the mount fails with exit 1 and one "iserfuse: ..."
+#     line on stderr (or, for a target that is odd but legal, mounts and
+#     reads correctly);
+#   - the others: the I/O fails with EIO when the target broke the protocol
+#     or lied (or succeeds with the right bytes when what it did is
+#     harmless); the daemon is still alive; `ls` still answers; a further
+#     read fails fast when the session was dropped (or succeeds when it was
+#     not); fusermount3 -u ends the daemon within 10 s;
+#   - the daemon's stderr has no AddressSanitizer, LeakSanitizer or UBSan
+#     "runtime error" line.
+#
+# Prints "ok - ..." / "not ok - ..." per check and "N passed, M failed"
+# last; exits 1 if anything failed, 77 (skip) without /dev/fuse or
+# fusermount3, 2 on bad usage.
+set -euo pipefail
+
+here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
+# shellcheck source-path=SCRIPTDIR source=../lib/targets.sh
+. "$here/../lib/targets.sh"
+
+if [[ $# -ne 2 ]]; then
+	echo "usage: $0 ISERFUSE_BINARY SCENARIO|all" >&2
+	exit 2
+fi
+iserfuse=$1
+scenario=$2
+if [[ ! -x $iserfuse ]]; then
+	echo "$0: $iserfuse: not an executable file" >&2
+	exit 2
+fi
+iserfuse=$(cd "$(dirname "$iserfuse")" && pwd)/$(basename "$iserfuse")
+target_py=$here/fake_target.py
+
+if [[ $scenario == all ]]; then
+	status=0
+	for s in $(python3 "$target_py" --list); do
+		echo "# scenario $s"
+		bash "${BASH_SOURCE[0]}" "$iserfuse" "$s" || status=1
+	done
+	exit "$status"
+fi
+
+# What each scenario should do, as "IO AFTER":
+#   IO     no_mount:   the mount fails (exit 1, one line)
+#          fail:       the triggering I/O fails with EIO
+#          ok:         the triggering I/O succeeds with the right data
+#   AFTER  dropped:    the session is gone, a further read fails fast
+#          alive:      the session survives, a further read succeeds
+declare -A expect=(
+	# protocol violations: the connection is dropped
+	[data_in_wrong_itt]="fail dropped"
+	[data_in_beyond_buffer]="fail dropped"
+	[data_in_offset_gap]="fail dropped"
+	[data_in_datasn_wrong]="fail dropped"
+	[dsl_over_limit]="fail dropped"
+	[dsl_max]="fail dropped"
+	[rsp_sense_length_over_segment]="fail dropped"
+	[rsp_unknown_itt]="fail dropped"
+	[r2t_for_read]="fail dropped"
+	[reject_garbage]="fail dropped"
+	[pdu_cut_then_close]="fail dropped"
+	[unknown_opcode]="fail dropped"
+	[status_without_final]="fail dropped"
+	[r2t_beyond_length]="fail dropped"
+	[r2t_zero_length]="fail dropped"
+	[r2t_flood]="fail dropped"
+	[data_in_for_write]="fail dropped"
+	# a status that contradicts the data: that command fails
+	[data_in_short_good]="fail alive"
+	[rsp_good_short]="fail alive"
+	[rsp_impossible_residual]="fail alive"
+	[rsp_huge_sense]="fail alive"
+	# odd but harmless
+	[statsn_out_of_window]="ok alive"
+	[maxcmdsn_below_expcmdsn]="ok alive"
+	[nop_in_flood]="ok alive"
+	[async_bad_fields]="ok alive"
+	[ahs_overflow]="ok alive"
+	[login_unknown_key]="ok alive"
+	[text_rsp_unsolicited]="ok alive"
+	[data_in_trickle]="ok alive"
+	[r2t_small_bursts]="ok alive"
+	[reject_command]="fail alive"
+	# login and LUN probe: nothing is mounted
+	[login_duplicate_key]="no_mount -"
+	[login_bad_value]="no_mount -"
+	[login_huge_text]="no_mount -"
+	[login_wrong_itt]="no_mount -"
+	[login_no_tsih]="no_mount -"
+	[login_silent]="no_mount -"
+	[capacity_overflow]="no_mount -"
+)
+if [[ -z ${expect[$scenario]:-} ]]; then
+	echo "$0: unknown scenario $scenario" >&2
+	exit 2
+fi
+read -r want_io want_after <<<"${expect[$scenario]}"
+trigger=$(python3 "$target_py" --trigger "$scenario") || {
+	echo "$0: fake_target.py does not know $scenario" >&2
+	exit 2
+}
+
+passed=0
+failed=0
+pass() {
+	passed=$((passed + 1))
+	printf 'ok - %s: %s\n' "$scenario" "$*"
+}
+fail() {
+	failed=$((failed + 1))
+	printf 'not ok - %s: %s\n' "$scenario" "$*"
+}
+note() {
+	[[ -s $1 ]] && sed 's/^/#   /' "$1" | tail -n 30
+	return 0
+}
+
+missing=()
+for tool in python3 fusermount3 dd cmp timeout; do
+	command -v "$tool" >/dev/null 2>&1 || missing+=("$tool")
+done
+if [[ ! -c /dev/fuse ]] || ((${#missing[@]})); then
+	echo "# SKIP: needs /dev/fuse and ${missing[*]:-}"
+	exit 77
+fi
+
+iqn=iqn.2026-11.org.example:malicious
+initiator=iqn.2026-11.org.example:malicious-test
+work=$(mktemp -d "${TMPDIR:-/tmp}/iserfuse-mal.XXXXXX")
+mnt=$work/mnt
+mkdir -p "$mnt"
+target_pid=''
+daemon_pid=''
+
+is_mounted() {
+	grep -qF " $1 " /proc/mounts
+}
+
+cleanup() {
+	local rc=$?
+	set +e
+	if is_mounted "$mnt"; then
+		fusermount3 -u "$mnt" 2>/dev/null || fusermount3 -uz "$mnt" 2>/dev/null || umount -l "$mnt"
+	fi
+	[[ -n $daemon_pid ]] && _targets_kill "$daemon_pid" 5
+	[[ -n $target_pid ]] && _targets_kill "$target_pid" 5
+	if is_mounted "$mnt"; then
+		echo "# $mnt is still mounted: left in place"
+	elif ((rc == 0 && failed == 0)); then
+		rm -rf "$work"
+	else
+		echo "# logs kept in $work"
+	fi
+	exit "$rc"
+}
+trap cleanup EXIT
+trap 'exit 130' INT
+trap 'exit 143' TERM
+
+finish() {
+	echo "$passed passed, $failed failed"
+	((failed == 0)) || exit 1
+	exit 0
+}
+
+# sanitizer_clean LOG: no sanitizer report in LOG.
+sanitizer_clean() {
+	if grep -qE 'AddressSanitizer|LeakSanitizer|runtime error|ThreadSanitizer' "$1"; then
+		fail "no sanitizer report in the daemon's log"
+		grep -E -A12 'AddressSanitizer|LeakSanitizer|runtime error' "$1" | sed 's/^/#   /' | head -n 40
+	else
+		pass "no sanitizer report in the daemon's log"
+	fi
+}
+
+# ---------------------------------------------------------------- target
+
+port=''
+for _ in 1 2 3 4 5; do
+	port=$(free_port)
+	python3 "$target_py" --port "$port" --misbehave "$scenario" >"$work/target.log" 2>&1 </dev/null &
+	target_pid=$!
+	if _targets_wait_listen "$target_pid" "$port" 10; then
+		break
+	fi
+	_targets_kill "$target_pid" 2
+	target_pid=''
+done
+if [[ -z $target_pid ]]; then
+	fail "fake target started"
+	note "$work/target.log"
+	finish
+fi
+url="iscsi://127.0.0.1:$port/$iqn/1"
+
+# expected_bytes OFFSET LENGTH FILE: the disk's initial content there.
+expected_bytes() {
+	python3 "$target_py" --dump "$1" "$2" >"$3"
+}
+
+# ---------------------------------------------------------------- login
+
+if [[ $want_io == no_mount ]]; then
+	rc=0
+	timeout -k 5 60 "$iserfuse" -o "initiator_name=$initiator" -o login_timeout=10 "$url" "$mnt" \
+		>"$work/daemon.out" 2>"$work/daemon.log" </dev/null || rc=$?
+	if ((rc == 1)); then
+		pass "mount fails with exit 1"
+	else
+		fail "mount fails with exit 1 (exit $rc)"
+	fi
+	lines=$(wc -l <"$work/daemon.log")
+	if ((lines == 1)) && grep -q '^iserfuse: ' "$work/daemon.log"; then
+		pass "one line on stderr: $(cat "$work/daemon.log")"
+	else
+		fail "one line on stderr ($lines lines)"
+		note "$work/daemon.log"
+	fi
+	if is_mounted "$mnt"; then
+		fail "nothing mounted"
+	else
+		pass "nothing mounted"
+	fi
+	sanitizer_clean "$work/daemon.log"
+	finish
+fi
+
+# ---------------------------------------------------------------- mount
+
+"$iserfuse" -f -o "initiator_name=$initiator" -o login_timeout=10 "$url" "$mnt" \
+	>"$work/daemon.out" 2>"$work/daemon.log" </dev/null &
+daemon_pid=$!
+up=0
+for ((i = 0; i < 300; i++)); do
+	if is_mounted "$mnt" && [[ -e $mnt/lun1 ]]; then
+		up=1
+		break
+	fi
+	_targets_alive "$daemon_pid" || break
+	sleep 0.1
+done
+if ((up)); then
+	pass "mounted"
+else
+	fail "mounted"
+	note "$work/daemon.log"
+	note "$work/target.log"
+	finish
+fi
+
+# ---------------------------------------------------------------- trigger
+
+io_bs=65536
+io_what="read"
+[[ $trigger == write ]] && io_what="write"
+rc=0
+if [[ $trigger == write ]]; then
+	head -c "$io_bs" /dev/urandom >"$work/in"
+	timeout -k 5 30 dd if="$work/in" of="$mnt/lun1" bs="$io_bs" count=1 oflag=direct conv=notrunc \
+		status=none 2>"$work/dd.log" || rc=$?
+else
+	timeout -k 5 30 dd if="$mnt/lun1" of="$work/got" bs="$io_bs" count=1 iflag=direct \
+		status=none 2>"$work/dd.log" || rc=$?
+fi
+if [[ $want_io == fail ]]; then
+	if ((rc != 0 && rc != 124 && rc != 137)) && grep -q 'Input/output error' "$work/dd.log"; then
+		pass "$io_what fails with EIO"
+	else
+		fail "$io_what fails with EIO (exit $rc)"
+		note "$work/dd.log"
+	fi
+else
+	if ((rc == 0)); then
+		pass "$io_what succeeds"
+		if [[ $trigger != write ]]; then
+			expected_bytes 0 "$io_bs" "$work/want"
+			if cmp -s "$work/got" "$work/want"; then
+				pass "read returns the disk's bytes"
+			else
+				fail "read returns the disk's bytes"
+			fi
+		else
+			if timeout -k 5 30 dd if="$mnt/lun1" of="$work/got" bs="$io_bs" count=1 iflag=direct \
+				status=none 2>"$work/dd.log" && cmp -s "$work/got" "$work/in"; then
+				pass "the written bytes read back"
+			else
+				fail "the written bytes read back"
+				note "$work/dd.log"
+			fi
+		fi
+	else
+		fail "$io_what succeeds (exit $rc)"
+		note "$work/dd.log"
+	fi
+fi
+
+if _targets_alive "$daemon_pid"; then
+	pass "daemon still running"
+else
+	fail "daemon still running"
+	daemon_pid=''
+	note "$work/daemon.log"
+	sanitizer_clean "$work/daemon.log"
+	finish
+fi
+
+if listing=$(timeout -k 5 10 ls "$mnt" 2>&1) && [[ $listing == lun1 ]]; then
+	pass "ls still answers"
+else
+	fail "ls still answers (got: $listing)"
+fi
+
+# A further read elsewhere: fails fast once the session is gone, works if it is not.
+rc=0
+start=$SECONDS
+timeout -k 5 15 dd if="$mnt/lun1" of="$work/got2" bs=4096 skip=32 count=1 iflag=direct \
+	status=none 2>"$work/dd2.log" || rc=$?
+took=$((SECONDS - start))
+if [[ $want_after == dropped ]]; then
+	if ((rc != 0 && rc != 124 && rc != 137 && took <= 5)); then
+		pass "a further read fails fast (${took}s)"
+	else
+		fail "a further read fails fast (exit $rc after ${took}s)"
+		note "$work/dd2.log"
+	fi
+else
+	expected_bytes 131072 4096 "$work/want2"
+	if ((rc == 0)) && cmp -s "$work/got2" "$work/want2"; then
+		pass "a further read succeeds"
+	else
+		fail "a further read succeeds (exit $rc)"
+		note "$work/dd2.log"
+	fi
+fi
+
+# ---------------------------------------------------------------- unmount
+
+if timeout -k 5 20 fusermount3 -u "$mnt" 2>"$work/umount.log"; then
+	pass "fusermount3 -u"
+else
+	fail "fusermount3 -u"
+	note "$work/umount.log"
+fi
+if _targets_wait_gone "$daemon_pid" 10; then
+	drc=0
+	wait "$daemon_pid" 2>/dev/null || drc=$?
+	daemon_pid=''
+	pass "daemon exits within 10 s (exit $drc)"
+else
+	fail "daemon exits within 10 s"
+fi
+sanitizer_clean "$work/daemon.log"
+if [[ -s $work/daemon.log ]]; then
+	echo "# daemon log:"
+	note "$work/daemon.log"
+fi
+if ((failed)); then
+	echo "# target log:"
+	note "$work/target.log"
+fi
+finish
