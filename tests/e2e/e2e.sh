@@ -24,6 +24,8 @@ set -euo pipefail
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 # shellcheck source-path=SCRIPTDIR source=../lib/targets.sh
 . "$here/../lib/targets.sh"
+# shellcheck source-path=SCRIPTDIR source=../lib/report.sh
+. "$here/../lib/report.sh"
 
 if [[ $# -ne 1 ]]; then
 	echo "usage: $0 ISERFUSE_BINARY" >&2
@@ -43,36 +45,6 @@ fi
 initiator=iqn.2026-11.org.example:e2e
 size=$((64 * 1024 * 1024))
 
-passed=0
-failed=0
-pass() {
-	passed=$((passed + 1))
-	printf 'ok - %s\n' "$*"
-}
-fail() {
-	failed=$((failed + 1))
-	printf 'not ok - %s\n' "$*"
-}
-# note FILE: show FILE's lines as diagnostics.
-note() {
-	[[ -s $1 ]] && sed 's/^/#   /' "$1" | head -n 40
-	return 0
-}
-# check WHAT CONDITION...: ok when the command succeeds.
-check() {
-	local what=$1
-	shift
-	if "$@"; then pass "$what"; else fail "$what"; fi
-}
-# check_eq WHAT GOT WANT
-check_eq() {
-	if [[ $2 == "$3" ]]; then
-		pass "$1"
-	else
-		fail "$1"
-		printf '#   got "%s", want "%s"\n' "$2" "$3"
-	fi
-}
 # expect_ok WHAT CMD...: CMD exits 0 (its output goes to $work/log, shown
 # on failure).  Bounded in time so that a hung mount fails instead of hanging.
 expect_ok() {

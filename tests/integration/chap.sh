@@ -23,6 +23,8 @@ set -euo pipefail
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 # shellcheck source-path=SCRIPTDIR source=../lib/targets.sh
 . "$here/../lib/targets.sh"
+# shellcheck source-path=SCRIPTDIR source=../lib/report.sh
+. "$here/../lib/report.sh"
 
 if [[ $# -ne 2 ]]; then
 	echo "usage: $0 ISERFUSE TARGET_IO" >&2
@@ -41,20 +43,6 @@ if [[ $(id -u) -ne 0 ]]; then
 	exit 77
 fi
 
-passed=0
-failed=0
-pass() {
-	passed=$((passed + 1))
-	printf 'ok - %s\n' "$*"
-}
-fail() {
-	failed=$((failed + 1))
-	printf 'not ok - %s\n' "$*"
-}
-note() {
-	[[ -s $1 ]] && sed 's/^/#   /' "$1" | head -n 20
-	return 0
-}
 
 missing=()
 for tool in tgtd tgtadm fusermount3 mountpoint pgrep dd cmp timeout ss; do

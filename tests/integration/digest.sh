@@ -28,6 +28,8 @@ set -euo pipefail
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 # shellcheck source-path=SCRIPTDIR source=../lib/targets.sh
 . "$here/../lib/targets.sh"
+# shellcheck source-path=SCRIPTDIR source=../lib/report.sh
+. "$here/../lib/report.sh"
 
 if [[ $# -ne 2 ]]; then
 	echo "usage: $0 TARGET_IO ISERFUSE" >&2
@@ -47,28 +49,6 @@ if [[ $(id -u) -ne 0 ]]; then
 	exit 77
 fi
 
-passed=0
-failed=0
-pass() {
-	passed=$((passed + 1))
-	printf 'ok - %s\n' "$*"
-}
-fail() {
-	failed=$((failed + 1))
-	printf 'not ok - %s\n' "$*"
-}
-note() {
-	[[ -s $1 ]] && sed 's/^/#   /' "$1" | head -n 40
-	return 0
-}
-check_eq() {
-	if [[ $2 == "$3" ]]; then
-		pass "$1"
-	else
-		fail "$1"
-		printf '#   got "%s", want "%s"\n' "$2" "$3"
-	fi
-}
 info_field() {
 	awk -v k="$2" 'index($0, k " ") == 1 { print substr($0, length(k) + 2); exit }' <<<"$1"
 }

@@ -18,6 +18,8 @@ set -euo pipefail
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 # shellcheck source-path=SCRIPTDIR source=../lib/targets.sh
 . "$here/../lib/targets.sh"
+# shellcheck source-path=SCRIPTDIR source=../lib/report.sh
+. "$here/../lib/report.sh"
 
 if [[ $# -ne 1 ]]; then
 	echo "usage: $0 ISERFUSE_BINARY" >&2
@@ -34,20 +36,6 @@ if [[ $(id -u) -ne 0 ]]; then
 fi
 
 initiator=iqn.2026-11.org.example:list
-passed=0
-failed=0
-pass() {
-	passed=$((passed + 1))
-	printf 'ok - %s\n' "$*"
-}
-fail() {
-	failed=$((failed + 1))
-	printf 'not ok - %s\n' "$*"
-}
-note() {
-	[[ -s $1 ]] && sed 's/^/#   /' "$1" | head -n 60
-	return 0
-}
 check_eq() {
 	if [[ $2 == "$3" ]]; then
 		pass "$1"

@@ -23,6 +23,8 @@ set -euo pipefail
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 # shellcheck source-path=SCRIPTDIR source=../lib/targets.sh
 . "$here/../lib/targets.sh"
+# shellcheck source-path=SCRIPTDIR source=../lib/report.sh
+. "$here/../lib/report.sh"
 
 if [[ $# -ne 1 ]]; then
 	echo "usage: $0 TARGET_IO" >&2
@@ -38,30 +40,6 @@ if [[ $(id -u) -ne 0 ]]; then
 	exit 77
 fi
 
-passed=0
-failed=0
-pass() {
-	passed=$((passed + 1))
-	printf 'ok - %s\n' "$*"
-}
-fail() {
-	failed=$((failed + 1))
-	printf 'not ok - %s\n' "$*"
-}
-# note FILE: show FILE's lines as diagnostics.
-note() {
-	[[ -s $1 ]] && sed 's/^/#   /' "$1" | head -n 40
-	return 0
-}
-# check_eq WHAT GOT WANT
-check_eq() {
-	if [[ $2 == "$3" ]]; then
-		pass "$1"
-	else
-		fail "$1"
-		printf '#   got "%s", want "%s"\n' "$2" "$3"
-	fi
-}
 
 # The value of "KEY VALUE" in TARGET_IO's info output ($1), trailing blanks
 # removed.

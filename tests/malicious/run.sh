@@ -30,6 +30,8 @@ set -euo pipefail
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 # shellcheck source-path=SCRIPTDIR source=../lib/targets.sh
 . "$here/../lib/targets.sh"
+# shellcheck source-path=SCRIPTDIR source=../lib/report.sh
+. "$here/../lib/report.sh"
 
 if [[ $# -ne 2 ]]; then
 	echo "usage: $0 ISERFUSE_BINARY SCENARIO|all" >&2
@@ -113,20 +115,6 @@ trigger=$(python3 "$target_py" --trigger "$scenario") || {
 	exit 2
 }
 
-passed=0
-failed=0
-pass() {
-	passed=$((passed + 1))
-	printf 'ok - %s: %s\n' "$scenario" "$*"
-}
-fail() {
-	failed=$((failed + 1))
-	printf 'not ok - %s: %s\n' "$scenario" "$*"
-}
-note() {
-	[[ -s $1 ]] && sed 's/^/#   /' "$1" | tail -n 30
-	return 0
-}
 
 missing=()
 for tool in python3 fusermount3 dd cmp timeout; do
