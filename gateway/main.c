@@ -40,6 +40,7 @@ struct options {
 	unsigned max_io_kib;
 	unsigned pool_slices;
 	unsigned login_timeout;
+	int cmd_timeout, noop_interval, noop_timeout; /* seconds; -1 = not given */
 	char *header_digest, *data_digest; /* -o header_digest=, data_digest=: none|crc32c|auto */
 	char *secret_file;   /* -o secret_file=PATH: CHAP credentials */
 	int ro;
@@ -59,6 +60,9 @@ static const struct fuse_opt option_spec[] = {
 	OPT("max_io_kib=%u", max_io_kib),
 	OPT("pool_slices=%u", pool_slices),
 	OPT("login_timeout=%u", login_timeout),
+	OPT("cmd_timeout=%d", cmd_timeout),
+	OPT("noop_interval=%d", noop_interval),
+	OPT("noop_timeout=%d", noop_timeout),
 	OPT("header_digest=%s", header_digest),
 	OPT("data_digest=%s", data_digest),
 	OPT("secret_file=%s", secret_file),
@@ -87,6 +91,9 @@ static void usage(FILE *f)
 		"    -o max_io_kib=N        largest FUSE read/write in KiB (default %u)\n"
 		"    -o pool_slices=N       payload buffers in the pool (default: queue_depth)\n"
 		"    -o login_timeout=S     connect and login timeout in seconds (default 15)\n"
+		"    -o cmd_timeout=S       a command unanswered this long drops the connection (default 30, 0 = never)\n"
+		"    -o noop_interval=S     NOP-Out ping after S idle seconds (default 5, 0 = off)\n"
+		"    -o noop_timeout=S      no answer S seconds after a ping drops the connection (default 5)\n"
 		"    -o secret_file=PATH    CHAP credentials, 'key = value' lines: username, password,\n"
 		"                           mutual_username, mutual_password (file mode 0600 or stricter)\n"
 		"                           CHAP credentials come from the URL (user%%password@, ?target_user=,\n"
@@ -384,7 +391,7 @@ static int daemon_fork(int *ready_fd)
 int main(int argc, char **argv)
 {
 	struct fuse_args args = FUSE_ARGS_INIT(argc, argv);
-	struct options o = {0};
+	struct options o = {.cmd_timeout = -1, .noop_interval = -1, .noop_timeout = -1};
 	struct fuse_cmdline_opts cmd = {0};
 	struct iscsi_url url = {0};
 	struct gw_creds creds = {0};
@@ -450,6 +457,10 @@ int main(int argc, char **argv)
 
 	unsigned qd = o.queue_depth ? o.queue_depth : DEFAULT_QUEUE_DEPTH;
 	size_t max_io = (size_t)(o.max_io_kib ? o.max_io_kib : DEFAULT_MAX_IO / 1024) * 1024;
+	if (o.cmd_timeout > 86400 || o.noop_interval > 3600 || o.noop_timeout > 3600 || o.noop_timeout == 0) {
+		fprintf(stderr, "iserfuse: cmd_timeout must be 0..86400 s, noop_interval 0..3600 s, noop_timeout 1..3600 s\n");
+		goto out;
+	}
 	if (qd > 4096 || max_io < 4096 || max_io > 4u * 1024 * 1024 || max_io % 4096) {
 		fprintf(stderr, "iserfuse: queue_depth must be 1..4096 and max_io_kib a multiple of 4 in 4..4096\n");
 		goto out;
@@ -482,6 +493,9 @@ int main(int argc, char **argv)
 		.port = url.port,
 		.queue_depth = qd,
 		.timeout_ms = (int)login_timeout * 1000,
+		.cmd_timeout_ms = (o.cmd_timeout < 0 ? 30 : o.cmd_timeout) * 1000,
+		.noop_interval_ms = (o.noop_interval < 0 ? 5 : o.noop_interval) * 1000,
+		.noop_timeout_ms = (o.noop_timeout < 0 ? 5 : o.noop_timeout) * 1000,
 	};
 	snprintf(sc.host, sizeof(sc.host), "%s", url.host);
 	snprintf(sc.target_name, sizeof(sc.target_name), "%s", url.target);

@@ -38,6 +38,7 @@ struct task {
 	uint8_t r2t_head, r2t_count;
 	/* Data-In state (§11.7.2) */
 	uint32_t rx_offset, rx_datasn;
+	int64_t submit_ms;          /* CLOCK_MONOTONIC ms at submission, for cmd_timeout_ms */
 };
 
 struct iscsi_session {
@@ -68,6 +69,12 @@ struct iscsi_session {
 	uint64_t nop_lun;
 	uint32_t nop_dlen;
 	uint8_t nop_data[NOP_DATA_MAX];
+
+	/* Keep-alive: NOP-Out pings with an ITT of their own (§11.18) */
+	int64_t last_rx_ms;
+	bool ping_want, ping_sent;
+	int64_t ping_sent_ms;
+	uint32_t ping_itt;
 
 	/* Logout (§11.14) */
 	bool logout_want, logout_sent, logout_done;
@@ -330,6 +337,28 @@ static int hook_tx_fill(void *arg, struct iscsi_tx_slot *slots, int max)
 		n++;
 		s->nop_reply = false;
 	}
+	if (s->ping_want && n < max) {
+		struct iscsi_bhs h = {0};
+		h.opcode = ISCSI_OP_NOP_OUT;
+		h.immediate = true;
+		h.final = true;
+		h.itt = s->ping_itt;
+		h.u.nop.ttt = ISCSI_RESERVED_TAG;
+		h.u.nop.cmdsn = s->cmdsn;
+		for (struct task *q = s->tx_head; q; q = q->next)
+			if (!q->cmd_sent) {
+				h.u.nop.cmdsn = q->cmdsn;
+				break;
+			}
+		h.u.nop.expstatsn = s->expstatsn;
+		iscsi_bhs_encode(&h, slots[n].bhs);
+		slots[n].data = NULL;
+		slots[n].dlen = 0;
+		n++;
+		s->ping_want = false;
+		s->ping_sent = true;
+		s->ping_sent_ms = iscsi_now_ms();
+	}
 	while (n < max) {
 		struct task *t = txq_pop(s);
 		if (!t)
@@ -558,6 +587,7 @@ static int hook_rx_pdu(void *arg, const uint8_t *bhs, const uint8_t *data, uint3
 		s->event_thread = pthread_self();
 		s->event_thread_known = true;
 	}
+	s->last_rx_ms = iscsi_now_ms();
 	switch (h.opcode) {
 	case ISCSI_OP_DATA_IN:
 		if (h.u.data_in.status_present)
@@ -575,8 +605,16 @@ static int hook_rx_pdu(void *arg, const uint8_t *bhs, const uint8_t *data, uint3
 		break;
 	case ISCSI_OP_NOP_IN:
 		update_cmdsn(s, h.u.nop.expcmdsn, h.u.nop.maxcmdsn);
-		if (h.itt != ISCSI_RESERVED_TAG)
+		if (h.itt != ISCSI_RESERVED_TAG) {
+			if (h.itt != s->ping_itt || !s->ping_sent) {
+				log_err("NOP-In answering a NOP-Out we did not send (ITT 0x%08x)", h.itt);
+				rc = -EPROTO;
+				break;
+			}
+			s->ping_sent = false;
+			s->ping_itt = 0xfffd0000u | ((s->ping_itt + 1) & 0xffffu);
 			update_statsn(s, h.u.nop.statsn);
+		}
 		if (h.u.nop.ttt != ISCSI_RESERVED_TAG) {
 			/* The target asks for a NOP-Out echoing its ping data (§11.19). */
 			s->nop_reply = true;
@@ -658,7 +696,53 @@ static void hook_conn_lost(void *arg, int err)
 	pthread_mutex_unlock(&s->lock);
 }
 
+/*
+ * Deadlines and keep-alive, once a second on the event thread.  A command
+ * older than cmd_timeout_ms, or no PDU at all within noop_timeout_ms of a
+ * ping, drops the connection (ERL 0: every outstanding command then fails).
+ * A ping goes out only when nothing arrived for noop_interval_ms, so a busy
+ * connection is never declared dead because a ping waits behind data.
+ */
+static int hook_tick(void *arg, int64_t now)
+{
+	struct iscsi_session *s = arg;
+	int rc = 0;
+	bool kick = false;
+	pthread_mutex_lock(&s->lock);
+	if (s->cfg.cmd_timeout_ms > 0) {
+		for (unsigned i = 0; i < s->ntasks; i++) {
+			struct task *t = &s->tasks[i];
+			if (t->in_use && now - t->submit_ms > s->cfg.cmd_timeout_ms) {
+				log_err("command 0x%02x (ITT 0x%08x) not answered within %d s: dropping the connection",
+					t->cmd.cdb[0], t->itt, s->cfg.cmd_timeout_ms / 1000);
+				rc = -ETIMEDOUT;
+				break;
+			}
+		}
+	}
+	if (!rc && s->cfg.noop_interval_ms > 0 && !s->logout_want) {
+		int64_t quiet_since = s->last_rx_ms;
+		if (s->ping_sent) {
+			if (s->ping_sent_ms > quiet_since)
+				quiet_since = s->ping_sent_ms;
+			if (now - quiet_since > s->cfg.noop_timeout_ms) {
+				log_err("no answer to a NOP-Out ping within %d s: dropping the connection",
+					s->cfg.noop_timeout_ms / 1000);
+				rc = -ETIMEDOUT;
+			}
+		} else if (!s->ping_want && now - quiet_since >= s->cfg.noop_interval_ms) {
+			s->ping_want = true;
+			kick = true;
+		}
+	}
+	pthread_mutex_unlock(&s->lock);
+	if (kick)
+		s->t->ops->kick(s->t);
+	return rc;
+}
+
 static const struct iscsi_transport_hooks session_hooks = {
+	.tick = hook_tick,
 	.tx_fill = hook_tx_fill,
 	.rx_data_dest = hook_rx_data_dest,
 	.rx_pdu = hook_rx_pdu,
@@ -748,6 +832,10 @@ int iscsi_session_open(const struct iscsi_session_config *cfg, struct iscsi_sess
 	s->maxcmdsn = lr.maxcmdsn;
 	s->expstatsn = lr.expstatsn;
 	s->logout_itt = 0xfffe0000u; /* outside the task table's index range */
+	s->ping_itt = 0xfffd0000u;
+	s->last_rx_ms = iscsi_now_ms();
+	if (s->cfg.noop_interval_ms > 0 && s->cfg.noop_timeout_ms <= 0)
+		s->cfg.noop_timeout_ms = 5000;
 	s->up = true;
 	rc = s->t->ops->start(s->t, &session_hooks, s, &s->params);
 	if (rc) {
@@ -794,10 +882,11 @@ int iscsi_session_submit(struct iscsi_session *s, const struct iscsi_cmd *cmd)
 	t->in_use = true;
 	t->counted = !ev;
 	t->cmd = *cmd;
+	t->submit_ms = iscsi_now_ms();
 	t->itt = ((uint32_t)gen << 16) | index;
-	if (t->itt == ISCSI_RESERVED_TAG || t->itt == s->logout_itt) {
-		t->gen++;
-		t->itt = ((uint32_t)t->gen << 16) | index;
+	if (t->gen >= 0xfffd) { /* 0xfffd..0xffff: pings, Logout, the reserved tag */
+		t->gen = 0;
+		t->itt = index;
 	}
 	s->outstanding++;
 	if (!ev)

@@ -55,6 +55,9 @@ struct iscsi_session_config {
 	struct iscsi_neg_config neg;
 	unsigned queue_depth;  /* task slots: most commands outstanding at once (1..4096) */
 	int timeout_ms;        /* connect and login timeout */
+	int cmd_timeout_ms;    /* a command older than this drops the connection; 0 = never */
+	int noop_interval_ms;  /* NOP-Out ping after this long without a PDU from the target; 0 = off */
+	int noop_timeout_ms;   /* no PDU within this long after a ping drops the connection */
 	/*
 	 * CHAP credentials (RFC 7143 §12.1.3), NUL-terminated, "" for none: as
 	 * in struct iscsi_login_config.  The session passes them to iscsi_login

@@ -84,12 +84,14 @@ struct tcp_conn {
 
 static const uint8_t zero_pad[4];
 
-static int64_t now_ms(void)
+int64_t iscsi_now_ms(void)
 {
 	struct timespec ts;
 	clock_gettime(CLOCK_MONOTONIC, &ts);
 	return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
 }
+
+#define now_ms iscsi_now_ms
 
 static int wait_fd(int fd, short events, int64_t deadline)
 {
@@ -496,7 +498,14 @@ static void *event_thread(void *arg)
 {
 	struct tcp_conn *c = arg;
 	int err = 0;
+	int64_t next_tick = now_ms() + ISCSI_TICK_MS;
 	while (!atomic_load(&c->stop)) {
+		int64_t now = now_ms();
+		if (now >= next_tick) {
+			next_tick = now + ISCSI_TICK_MS;
+			if (c->hooks->tick && (err = c->hooks->tick(c->sess, now)))
+				break;
+		}
 		/* Clear the kick before pulling work so a later kick wakes us again. */
 		atomic_store(&c->kicked, false);
 		if ((err = tx_flush(c)))
@@ -505,7 +514,8 @@ static void *event_thread(void *arg)
 			{.fd = c->fd, .events = POLLIN | (c->iovpos < c->iovcnt ? POLLOUT : 0)},
 			{.fd = c->evfd, .events = POLLIN},
 		};
-		int r = poll(p, 2, -1);
+		int64_t wait = next_tick - now_ms();
+		int r = poll(p, 2, wait < 0 ? 0 : (int)wait);
 		if (r < 0) {
 			if (errno == EINTR)
 				continue;

@@ -47,7 +47,18 @@ struct iscsi_transport_hooks {
 	int (*rx_pdu)(void *sess, const uint8_t *bhs, const uint8_t *data, uint32_t dlen);
 	/* The connection is gone (err < 0) or was shut down (err == 0). */
 	void (*conn_lost)(void *sess, int err);
+	/*
+	 * Called about once a second (ISCSI_TICK_MS) with CLOCK_MONOTONIC
+	 * milliseconds, for deadlines and keep-alive.  Returns 0, or a negative
+	 * errno: the transport then drops the connection.
+	 */
+	int (*tick)(void *sess, int64_t now_ms);
 };
+
+#define ISCSI_TICK_MS 1000
+
+/* CLOCK_MONOTONIC in milliseconds, the clock of the tick hook. */
+int64_t iscsi_now_ms(void);
 
 struct iscsi_transport;
 

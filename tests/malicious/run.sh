@@ -80,6 +80,8 @@ declare -A expect=(
 	[r2t_zero_length]="fail dropped"
 	[r2t_flood]="fail dropped"
 	[data_in_for_write]="fail dropped"
+	# silence: the command timeout (-o cmd_timeout) drops the connection
+	[no_response]="fail dropped"
 	# a status that contradicts the data: that command fails
 	[data_in_short_good]="fail alive"
 	[rsp_good_short]="fail alive"
@@ -203,7 +205,7 @@ expected_bytes() {
 
 if [[ $want_io == no_mount ]]; then
 	rc=0
-	timeout -k 5 60 "$iserfuse" -o "initiator_name=$initiator" -o login_timeout=10 "$url" "$mnt" \
+	timeout -k 5 60 "$iserfuse" -o "initiator_name=$initiator" -o login_timeout=10 -o cmd_timeout=4 "$url" "$mnt" \
 		>"$work/daemon.out" 2>"$work/daemon.log" </dev/null || rc=$?
 	if ((rc == 1)); then
 		pass "mount fails with exit 1"
@@ -228,7 +230,7 @@ fi
 
 # ---------------------------------------------------------------- mount
 
-"$iserfuse" -f -o "initiator_name=$initiator" -o login_timeout=10 "$url" "$mnt" \
+"$iserfuse" -f -o "initiator_name=$initiator" -o login_timeout=10 -o cmd_timeout=4 "$url" "$mnt" \
 	>"$work/daemon.out" 2>"$work/daemon.log" </dev/null &
 daemon_pid=$!
 up=0
