@@ -39,6 +39,11 @@ struct task {
 	/* Data-In state (§11.7.2) */
 	uint32_t rx_offset, rx_datasn;
 	int64_t submit_ms;          /* CLOCK_MONOTONIC ms at submission, for cmd_timeout_ms */
+	/* PDUs of this task handed to the transport and not yet written: the
+	 * caller's buffer is still in use, so completion waits for them. */
+	uint16_t tx_pending;
+	bool done_deferred;
+	struct iscsi_cmd_result deferred_res;
 };
 
 struct iscsi_session {
@@ -156,7 +161,7 @@ static struct task *task_lookup(struct iscsi_session *s, uint32_t itt)
 	if (itt == ISCSI_RESERVED_TAG || idx >= s->ntasks)
 		return NULL;
 	struct task *t = &s->tasks[idx];
-	if (!t->in_use || t->itt != itt || !t->cmd_sent)
+	if (!t->in_use || t->itt != itt || !t->cmd_sent || t->done_deferred)
 		return NULL;
 	return t;
 }
@@ -195,6 +200,15 @@ static void task_finish(struct iscsi_session *s, struct task *t, struct completi
 	/* A target may answer before we sent all the data it could take. */
 	if (t->in_txq)
 		txq_remove(s, t);
+	t->bursting = false;
+	t->r2t_count = 0;
+	if (t->tx_pending) {
+		/* The transport still sends from the buffer: finish in hook_tx_done. */
+		t->deferred_res = c->res;
+		t->done_deferred = true;
+		c->cb = NULL;
+		return;
+	}
 	c->cb = t->cmd.cb;
 	c->arg = t->cmd.arg;
 	t->in_use = false;
@@ -310,6 +324,8 @@ static int hook_tx_fill(void *arg, struct iscsi_tx_slot *slots, int max)
 	int n = 0;
 	struct task *requeue = NULL, **rq_tail = &requeue;
 
+	for (int i = 0; i < max; i++)
+		slots[i].owner = NULL;
 	pthread_mutex_lock(&s->lock);
 	if (!s->event_thread_known) {
 		s->event_thread = pthread_self();
@@ -365,9 +381,13 @@ static int hook_tx_fill(void *arg, struct iscsi_tx_slot *slots, int max)
 			break;
 		int k = 0;
 		do {
-			if (!t->cmd_sent)
+			if (!t->cmd_sent) {
+				slots[n].owner = t;
+				t->tx_pending++;
 				emit_command(s, t, &slots[n++]);
-			else if (t->bursting) {
+			} else if (t->bursting) {
+				slots[n].owner = t;
+				t->tx_pending++;
 				emit_data_out(s, t, &slots[n++]);
 				next_r2t(t);
 			}
@@ -666,6 +686,28 @@ static int hook_rx_pdu(void *arg, const uint8_t *bhs, const uint8_t *data, uint3
 	return rc;
 }
 
+static void hook_tx_done(void *arg, const struct iscsi_tx_slot *slots, int n)
+{
+	struct iscsi_session *s = arg;
+	struct completion done[64];
+	int ndone = 0;
+	pthread_mutex_lock(&s->lock);
+	for (int i = 0; i < n; i++) {
+		struct task *t = slots[i].owner;
+		if (!t || !t->tx_pending)
+			continue;
+		if (--t->tx_pending == 0 && t->done_deferred && ndone < 64) {
+			t->done_deferred = false;
+			done[ndone].res = t->deferred_res;
+			task_finish(s, t, &done[ndone]);
+			ndone++;
+		}
+	}
+	pthread_mutex_unlock(&s->lock);
+	for (int i = 0; i < ndone; i++)
+		run_completion(&done[i]);
+}
+
 static void hook_conn_lost(void *arg, int err)
 {
 	struct iscsi_session *s = arg;
@@ -684,6 +726,10 @@ static void hook_conn_lost(void *arg, int err)
 			break;
 		struct completion c = {0};
 		c.res.err = err ? -ECONNRESET : -ECONNABORTED;
+		if (t->done_deferred) /* answered; only its unsent PDUs were left */
+			c.res = t->deferred_res;
+		t->tx_pending = 0; /* the transport no longer sends anything */
+		t->done_deferred = false;
 		task_finish(s, t, &c);
 		pthread_mutex_unlock(&s->lock);
 		run_completion(&c);
@@ -743,6 +789,7 @@ static int hook_tick(void *arg, int64_t now)
 
 static const struct iscsi_transport_hooks session_hooks = {
 	.tick = hook_tick,
+	.tx_done = hook_tx_done,
 	.tx_fill = hook_tx_fill,
 	.rx_data_dest = hook_rx_data_dest,
 	.rx_pdu = hook_rx_pdu,

@@ -76,6 +76,7 @@ struct tcp_conn {
 	uint8_t dig_buf[ISCSI_DIGEST_LEN]; /* its data digest as received */
 
 	struct iscsi_tx_slot slots[TX_SLOTS];
+	int nslots;                      /* slots of the batch being written */
 	uint8_t tx_dig[TX_SLOTS][2][ISCSI_DIGEST_LEN]; /* header and data digest of each slot */
 	struct iovec iov[TX_SLOTS * IOV_PER_SLOT];
 	int iovcnt, iovpos;
@@ -258,9 +259,13 @@ static int tx_flush(struct tcp_conn *c)
 {
 	for (;;) {
 		if (c->iovpos == c->iovcnt) {
+			if (c->nslots && c->hooks->tx_done)
+				c->hooks->tx_done(c->sess, c->slots, c->nslots);
+			c->nslots = 0;
 			int n = c->hooks->tx_fill(c->sess, c->slots, TX_SLOTS);
 			if (n <= 0)
 				return 0;
+			c->nslots = n;
 			c->iovcnt = c->iovpos = 0;
 			for (int i = 0; i < n; i++) {
 				struct iscsi_tx_slot *s = &c->slots[i];

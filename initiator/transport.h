@@ -26,12 +26,18 @@ struct iscsi_tx_slot {
 	uint8_t bhs[ISCSI_BHS_LEN];
 	const void *data;  /* payload, owned by the session (pool slice or session buffer) */
 	uint32_t dlen;     /* bytes; the transport adds padding (and digests) */
+	void *owner;       /* the session's, handed back by tx_done */
 };
 
 /* Session callbacks, all called on the transport's event thread. */
 struct iscsi_transport_hooks {
 	/* Fill up to max slots with PDUs to send; returns the number filled. */
 	int (*tx_fill)(void *sess, struct iscsi_tx_slot *slots, int max);
+	/*
+	 * The n slots of the last tx_fill are written to the connection: their
+	 * data may be reused.  Not called for a batch a lost connection cut off.
+	 */
+	void (*tx_done)(void *sess, const struct iscsi_tx_slot *slots, int n);
 	/*
 	 * A Data-In BHS (48 bytes, AHS already consumed) arrived: return in
 	 * *dest where its DataSegmentLength bytes must go (validated against the
