@@ -318,6 +318,37 @@ static void emit_command(struct iscsi_session *s, struct task *t, struct iscsi_t
 	next_r2t(t);
 }
 
+/*
+ * CmdSN carried by an immediate PDU: that of the next command not yet sent
+ * (RFC 7143 §4.2.2.1), which is s->cmdsn when none is waiting.
+ */
+static uint32_t immediate_cmdsn(const struct iscsi_session *s)
+{
+	for (const struct task *q = s->tx_head; q; q = q->next)
+		if (!q->cmd_sent)
+			return q->cmdsn;
+	return s->cmdsn;
+}
+
+/* A NOP-Out (§11.18): a ping (our ITT, TTT reserved) or the answer to a NOP-In (ITT reserved, its TTT). */
+static void emit_nop_out(struct iscsi_session *s, struct iscsi_tx_slot *slot, uint32_t itt, uint32_t ttt,
+			 uint64_t lun, const void *data, uint32_t dlen)
+{
+	struct iscsi_bhs h = {0};
+	h.opcode = ISCSI_OP_NOP_OUT;
+	h.immediate = true;
+	h.final = true;
+	h.lun = lun;
+	h.itt = itt;
+	h.dlen = dlen;
+	h.u.nop.ttt = ttt;
+	h.u.nop.cmdsn = immediate_cmdsn(s);
+	h.u.nop.expstatsn = s->expstatsn;
+	iscsi_bhs_encode(&h, slot->bhs);
+	slot->data = data;
+	slot->dlen = dlen;
+}
+
 static int hook_tx_fill(void *arg, struct iscsi_tx_slot *slots, int max)
 {
 	struct iscsi_session *s = arg;
@@ -332,45 +363,12 @@ static int hook_tx_fill(void *arg, struct iscsi_tx_slot *slots, int max)
 		s->event_thread_known = true;
 	}
 	if (s->nop_reply && n < max) {
-		struct iscsi_bhs h = {0};
-		h.opcode = ISCSI_OP_NOP_OUT;
-		h.immediate = true;
-		h.final = true;
-		h.lun = s->nop_lun;
-		h.itt = ISCSI_RESERVED_TAG;
-		h.dlen = s->nop_dlen;
-		h.u.nop.ttt = s->nop_ttt;
-		h.u.nop.cmdsn = s->cmdsn; /* immediate: the CmdSN of the next command not yet sent */
-		for (struct task *q = s->tx_head; q; q = q->next)
-			if (!q->cmd_sent) {
-				h.u.nop.cmdsn = q->cmdsn;
-				break;
-			}
-		h.u.nop.expstatsn = s->expstatsn;
-		iscsi_bhs_encode(&h, slots[n].bhs);
-		slots[n].data = s->nop_dlen ? s->nop_data : NULL;
-		slots[n].dlen = s->nop_dlen;
-		n++;
+		emit_nop_out(s, &slots[n++], ISCSI_RESERVED_TAG, s->nop_ttt, s->nop_lun, s->nop_dlen ? s->nop_data : NULL,
+			     s->nop_dlen);
 		s->nop_reply = false;
 	}
 	if (s->ping_want && n < max) {
-		struct iscsi_bhs h = {0};
-		h.opcode = ISCSI_OP_NOP_OUT;
-		h.immediate = true;
-		h.final = true;
-		h.itt = s->ping_itt;
-		h.u.nop.ttt = ISCSI_RESERVED_TAG;
-		h.u.nop.cmdsn = s->cmdsn;
-		for (struct task *q = s->tx_head; q; q = q->next)
-			if (!q->cmd_sent) {
-				h.u.nop.cmdsn = q->cmdsn;
-				break;
-			}
-		h.u.nop.expstatsn = s->expstatsn;
-		iscsi_bhs_encode(&h, slots[n].bhs);
-		slots[n].data = NULL;
-		slots[n].dlen = 0;
-		n++;
+		emit_nop_out(s, &slots[n++], s->ping_itt, ISCSI_RESERVED_TAG, 0, NULL, 0);
 		s->ping_want = false;
 		s->ping_sent = true;
 		s->ping_sent_ms = iscsi_now_ms();
@@ -416,7 +414,7 @@ static int hook_tx_fill(void *arg, struct iscsi_tx_slot *slots, int max)
 		h.final = true;
 		h.itt = s->logout_itt;
 		h.u.logout.reason = 0; /* close the session */
-		h.u.logout.cmdsn = s->cmdsn;
+		h.u.logout.cmdsn = immediate_cmdsn(s);
 		h.u.logout.expstatsn = s->expstatsn;
 		iscsi_bhs_encode(&h, slots[n].bhs);
 		slots[n].data = NULL;
