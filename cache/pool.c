@@ -14,6 +14,7 @@ struct buf_pool {
 	uint8_t *base;
 	size_t slice_size, len;
 	unsigned nslices, nfree, max_in_use;
+	unsigned registrations;
 	unsigned *free_stack; /* indices of free slices; top = nfree - 1 */
 };
 
@@ -127,4 +128,19 @@ void buf_pool_destroy(struct buf_pool *p)
 	pthread_mutex_destroy(&p->lock);
 	pthread_cond_destroy(&p->cv);
 	free(p);
+}
+
+void buf_pool_note_registration(struct buf_pool *p)
+{
+	pthread_mutex_lock(&p->lock);
+	p->registrations++;
+	pthread_mutex_unlock(&p->lock);
+}
+
+unsigned buf_pool_registrations(struct buf_pool *p)
+{
+	pthread_mutex_lock(&p->lock);
+	unsigned n = p->registrations;
+	pthread_mutex_unlock(&p->lock);
+	return n;
 }

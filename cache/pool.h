@@ -38,6 +38,14 @@ size_t buf_pool_len(const struct buf_pool *p);
 unsigned buf_pool_in_use(struct buf_pool *p);
 unsigned buf_pool_max_in_use(struct buf_pool *p);
 
+/*
+ * Memory registrations made for this pool (an RDMA transport calls
+ * buf_pool_note_registration once per ibv_reg_mr of the region; the
+ * target is exactly one per mount).  Thread-safe.
+ */
+void buf_pool_note_registration(struct buf_pool *p);
+unsigned buf_pool_registrations(struct buf_pool *p);
+
 /* Unmap the pool.  All slices must have been returned. */
 void buf_pool_destroy(struct buf_pool *p);
 

@@ -399,7 +399,7 @@ int iscsi_discover(const struct iscsi_discovery_config *cfg, struct iscsi_disc_l
 		snprintf(err, err_cap, "out of memory");
 		return -ENOMEM;
 	}
-	rc = cfg->transport->connect(&t, cfg->host, cfg->port, cfg->timeout_ms, err, err_cap);
+	rc = cfg->transport->connect(&t, cfg->transport_ctx, cfg->host, cfg->port, cfg->timeout_ms, err, err_cap);
 	if (rc)
 		goto out;
 

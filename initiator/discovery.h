@@ -47,6 +47,7 @@ struct iscsi_disc_list {
 
 struct iscsi_discovery_config {
 	const struct iscsi_transport_ops *transport;
+	void *transport_ctx;           /* passed to transport->connect (NULL for TCP) */
 	char host[ISCSI_URL_HOST_MAX];
 	unsigned port;
 	char initiator_name[ISCSI_NAME_MAX];

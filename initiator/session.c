@@ -833,7 +833,7 @@ int iscsi_session_open(const struct iscsi_session_config *cfg, struct iscsi_sess
 	pthread_cond_init(&s->slot_cv, NULL);
 	pthread_cond_init(&s->state_cv, NULL);
 
-	int rc = cfg->transport->connect(&s->t, cfg->host, cfg->port, cfg->timeout_ms, err, err_cap);
+	int rc = cfg->transport->connect(&s->t, cfg->transport_ctx, cfg->host, cfg->port, cfg->timeout_ms, err, err_cap);
 	if (rc) {
 		session_wipe_creds(s);
 		goto fail;
@@ -859,7 +859,7 @@ int iscsi_session_open(const struct iscsi_session_config *cfg, struct iscsi_sess
 		s->t->ops->shutdown(s->t);
 		s->t->ops->destroy(s->t);
 		s->t = NULL;
-		rc = cfg->transport->connect(&s->t, cfg->host, cfg->port, cfg->timeout_ms, err, err_cap);
+		rc = cfg->transport->connect(&s->t, cfg->transport_ctx, cfg->host, cfg->port, cfg->timeout_ms, err, err_cap);
 		if (rc) {
 			iscsi_login_config_wipe(&lc);
 			goto fail;

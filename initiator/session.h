@@ -48,6 +48,7 @@ struct iscsi_cmd {
 
 struct iscsi_session_config {
 	const struct iscsi_transport_ops *transport;
+	void *transport_ctx;   /* passed to transport->connect; owned by the caller, outlives the session */
 	char host[ISCSI_URL_HOST_MAX];
 	unsigned port;
 	char initiator_name[ISCSI_NAME_MAX];

@@ -109,9 +109,10 @@ static int wait_fd(int fd, short events, int64_t deadline)
 	}
 }
 
-static int tcp_connect(struct iscsi_transport **out, const char *host, unsigned port, int timeout_ms,
-		       char *err, size_t err_cap)
+static int tcp_connect(struct iscsi_transport **out, void *ctx, const char *host, unsigned port,
+		       int timeout_ms, char *err, size_t err_cap)
 {
+	(void)ctx;
 	struct addrinfo hints = {.ai_family = AF_UNSPEC, .ai_socktype = SOCK_STREAM};
 	struct addrinfo *ai = NULL;
 	char service[16];

@@ -71,11 +71,14 @@ struct iscsi_transport;
 struct iscsi_transport_ops {
 	const char *name;
 	/*
-	 * Connect to host:port within timeout_ms.  On success *out is a new
-	 * transport (owned by the caller, freed with destroy).  Returns 0 or a
-	 * negative errno with a one-line reason in err.
+	 * Connect to host:port within timeout_ms.  ctx is the transport's own
+	 * per-mount context (for iSER: the device, protection domain and the
+	 * pool's one memory registration), kept by the caller across
+	 * reconnects; NULL where the transport needs none (TCP).  On success
+	 * *out is a new transport (owned by the caller, freed with destroy).
+	 * Returns 0 or a negative errno with a one-line reason in err.
 	 */
-	int (*connect)(struct iscsi_transport **out, const char *host, unsigned port,
+	int (*connect)(struct iscsi_transport **out, void *ctx, const char *host, unsigned port,
 		       int timeout_ms, char *err, size_t err_cap);
 	/* Login phase: send one PDU (bhs + dlen bytes of data), blocking. 0 or -errno. */
 	int (*send_pdu)(struct iscsi_transport *t, const uint8_t *bhs, const void *data,
