@@ -186,6 +186,98 @@ size_t scsi_cdb_mode_sense10(uint8_t cdb[SCSI_CDB_MAX], uint8_t page, uint8_t su
 	return n;
 }
 
+/* ---- logical block provisioning ---- */
+
+size_t scsi_cdb_unmap(uint8_t cdb[SCSI_CDB_MAX], uint16_t param_len)
+{
+	size_t n = cdb_start(cdb, SCSI_OP_UNMAP, 10);
+
+	put_be16(cdb + 7, param_len); /* PARAMETER LIST LENGTH */
+	return n;
+}
+
+size_t scsi_build_unmap_param(uint8_t *buf, size_t cap, const struct scsi_lba_range *r, size_t n)
+{
+	size_t len = SCSI_UNMAP_PARAM_LEN(n);
+
+	/* UNMAP DATA LENGTH (len - 2) and the CDB's PARAMETER LIST LENGTH are 16 bits */
+	if (!buf || !r || n == 0 || n > (0xffffu - 8u) / 16u || len > cap)
+		return 0;
+	memset(buf, 0, 8);
+	put_be16(buf, (uint16_t)(len - 2));
+	put_be16(buf + 2, (uint16_t)(len - 8));
+	for (size_t i = 0; i < n; i++) {
+		uint8_t *d = buf + 8 + 16 * i;
+
+		put_be64(d, r[i].lba);
+		put_be32(d + 8, r[i].nblocks);
+		memset(d + 12, 0, 4);
+	}
+	return len;
+}
+
+size_t scsi_cdb_write_same16(uint8_t cdb[SCSI_CDB_MAX], uint64_t lba, uint32_t nblocks, bool unmap)
+{
+	size_t n = cdb_start(cdb, SCSI_OP_WRITE_SAME_16, 16);
+
+	if (unmap)
+		cdb[1] = 0x08; /* UNMAP; ANCHOR, NDOB, LBDATA, PBDATA 0 */
+	put_be64(cdb + 2, lba);
+	put_be32(cdb + 10, nblocks);
+	return n;
+}
+
+size_t scsi_cdb_get_lba_status(uint8_t cdb[SCSI_CDB_MAX], uint64_t lba, uint32_t alloc_len)
+{
+	size_t n = cdb_start(cdb, SCSI_OP_SERVICE_ACTION_IN_16, 16);
+
+	cdb[1] = 0x12; /* SERVICE ACTION: GET LBA STATUS */
+	put_be64(cdb + 2, lba);
+	put_be32(cdb + 10, alloc_len);
+	return n;
+}
+
+/*
+ * Header: PARAMETER DATA LENGTH (bytes 0-3, counting from byte 4) and 4
+ * reserved bytes; then 16-byte descriptors.  Descriptors the allocation
+ * length cut off are reported through *more, not as an error.
+ */
+int scsi_parse_lba_status(const uint8_t *buf, size_t len, struct scsi_lba_status *out, size_t max,
+			  size_t *count, bool *more)
+{
+	uint64_t next = 0;
+	uint32_t pdl;
+	size_t total, avail, c = 0;
+
+	if (!count || !more)
+		return -EPROTO;
+	*count = 0;
+	*more = false;
+	if (!buf || len < 8)
+		return -EPROTO;
+	pdl = get_be32(buf);
+	if (pdl < 4 || (pdl - 4) % 16 != 0)
+		return -EPROTO;
+	total = (pdl - 4) / 16;
+	avail = min_sz((len - 8) / 16, total);
+	for (size_t i = 0; i < avail && c < max; i++) {
+		const uint8_t *d = buf + 8 + 16 * i;
+		uint64_t lba = get_be64(d);
+		uint32_t nb = get_be32(d + 8);
+
+		if (nb == 0 || lba + nb < lba || (i > 0 && lba < next))
+			return -EPROTO;
+		next = lba + nb;
+		out[c].lba = lba;
+		out[c].nblocks = nb;
+		out[c].status = d[12] & 0x0f;
+		c++;
+	}
+	*count = c;
+	*more = c < total;
+	return 0;
+}
+
 /* ---- string helpers ---- */
 
 static bool is_print(uint8_t c)

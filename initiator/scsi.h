@@ -57,11 +57,13 @@ enum scsi_opcode {
 	SCSI_OP_READ_10 = 0x28,
 	SCSI_OP_WRITE_10 = 0x2a,
 	SCSI_OP_SYNCHRONIZE_CACHE_10 = 0x35,
+	SCSI_OP_UNMAP = 0x42,
 	SCSI_OP_MODE_SENSE_10 = 0x5a,
 	SCSI_OP_READ_16 = 0x88,
 	SCSI_OP_WRITE_16 = 0x8a,
 	SCSI_OP_SYNCHRONIZE_CACHE_16 = 0x91,
-	SCSI_OP_SERVICE_ACTION_IN_16 = 0x9e, /* READ CAPACITY(16) is SA 0x10 */
+	SCSI_OP_WRITE_SAME_16 = 0x93,
+	SCSI_OP_SERVICE_ACTION_IN_16 = 0x9e, /* READ CAPACITY(16) is SA 0x10, GET LBA STATUS SA 0x12 */
 	SCSI_OP_REPORT_LUNS = 0xa0,
 };
 
@@ -97,6 +99,60 @@ size_t scsi_cdb_sync_cache(uint8_t cdb[SCSI_CDB_MAX], bool use16, uint64_t lba, 
 /* MODE SENSE(6) / (10) (SPC-4 §6.11/§6.12), PC=current, DBD set; alloc_len in bytes. */
 size_t scsi_cdb_mode_sense6(uint8_t cdb[SCSI_CDB_MAX], uint8_t page, uint8_t subpage, uint8_t alloc_len);
 size_t scsi_cdb_mode_sense10(uint8_t cdb[SCSI_CDB_MAX], uint8_t page, uint8_t subpage, uint16_t alloc_len);
+
+/* ---- Logical block provisioning (SBC-3 §4.7) ---- */
+
+/* One UNMAP block descriptor (SBC-3 §5.28.2): nblocks logical blocks from lba. */
+struct scsi_lba_range {
+	uint64_t lba;
+	uint32_t nblocks;
+};
+
+/* Bytes an UNMAP parameter list with n block descriptors takes: 8 + 16 * n. */
+#define SCSI_UNMAP_PARAM_LEN(n) (8u + 16u * (size_t)(n))
+
+/*
+ * UNMAP (SBC-3 §5.28) with a parameter list of param_len bytes (as built
+ * by scsi_build_unmap_param), ANCHOR 0, GROUP NUMBER 0.  10-byte CDB.
+ */
+size_t scsi_cdb_unmap(uint8_t cdb[SCSI_CDB_MAX], uint16_t param_len);
+/*
+ * The UNMAP parameter list (SBC-3 §5.28.2) for the n ranges into buf (cap
+ * bytes): header (UNMAP DATA LENGTH, BLOCK DESCRIPTOR DATA LENGTH) and one
+ * 16-byte descriptor per range.  Returns the list length in bytes, or 0
+ * when n is 0, the list does not fit in cap or exceeds the 16-bit lengths.
+ */
+size_t scsi_build_unmap_param(uint8_t *buf, size_t cap, const struct scsi_lba_range *r, size_t n);
+/*
+ * WRITE SAME(16) (SBC-3 §5.43) of nblocks logical blocks at lba from one
+ * block of data-out; unmap sets the UNMAP bit (the blocks may be
+ * deallocated instead of written).  nblocks 0 means "to the end" on
+ * targets with WSNZ 0: callers always pass > 0.  16-byte CDB.
+ */
+size_t scsi_cdb_write_same16(uint8_t cdb[SCSI_CDB_MAX], uint64_t lba, uint32_t nblocks, bool unmap);
+/* GET LBA STATUS (SBC-3 §5.8): status from lba on; alloc_len bytes (>= 24 for one descriptor). */
+size_t scsi_cdb_get_lba_status(uint8_t cdb[SCSI_CDB_MAX], uint64_t lba, uint32_t alloc_len);
+
+enum scsi_provisioning_status {
+	SCSI_LBA_MAPPED = 0,      /* mapped (or unknown) */
+	SCSI_LBA_DEALLOCATED = 1,
+	SCSI_LBA_ANCHORED = 2,
+};
+struct scsi_lba_status {      /* one LBA status descriptor (SBC-3 §5.8.2) */
+	uint64_t lba;
+	uint32_t nblocks;         /* > 0 */
+	uint8_t status;           /* enum scsi_provisioning_status (other values kept as sent) */
+};
+/*
+ * GET LBA STATUS parameter data (SBC-3 §5.8.2): the descriptors in order
+ * (up to max), *count set, *more set when the PARAMETER DATA LENGTH
+ * announces descriptors beyond what len (or max) held.  -EPROTO when the
+ * header is missing, PARAMETER DATA LENGTH is not 4 + 16 * n, a
+ * descriptor has zero blocks or an extent wrapping past 2^64, or the
+ * descriptors are not in ascending, non-overlapping LBA order.
+ */
+int scsi_parse_lba_status(const uint8_t *buf, size_t len, struct scsi_lba_status *out, size_t max,
+			  size_t *count, bool *more);
 
 /* ---- Parsers ---- */
 

@@ -3,9 +3,9 @@
  * libFuzzer harness for the SCSI response parsers (initiator/scsi.c):
  * standard INQUIRY, VPD pages 0x00, 0x80, 0x83 (and scsi_designator_name on
  * what it finds), 0xB0 and 0xB2, REPORT LUNS, READ CAPACITY(10)/(16) and
- * MODE SENSE(6)/(10).
+ * MODE SENSE(6)/(10), GET LBA STATUS parameter data.
  *
- * Input: the first byte selects the parser (its value modulo 11, in the
+ * Input: the first byte selects the parser (its value modulo 12, in the
  * order of `enum sel`), the rest is the data-in buffer, parsed from an
  * exact-size copy so that any read past it is caught.  Output strings must
  * be NUL-terminated within their buffers and counts within their arrays.
@@ -35,6 +35,7 @@ enum sel {
 	SEL_READ_CAPACITY16,
 	SEL_MODE_SENSE6,
 	SEL_MODE_SENSE10,
+	SEL_LBA_STATUS,
 	SEL_COUNT
 };
 
@@ -203,6 +204,32 @@ static void mode_sense(const uint8_t *b, size_t len, bool use10)
 		CHECK(!wp);
 }
 
+/* Descriptors decoded lie inside the data, are ascending and never empty. */
+static void lba_status(const uint8_t *b, size_t len)
+{
+	static const size_t maxes[] = { 0, 1, 4, 300 };
+
+	for (size_t m = 0; m < sizeof(maxes) / sizeof(maxes[0]); m++) {
+		struct scsi_lba_status *d = malloc((maxes[m] ? maxes[m] : 1) * sizeof(*d));
+		size_t count = 99;
+		bool more = true;
+		CHECK(d != NULL);
+		int rc = scsi_parse_lba_status(b, len, d, maxes[m], &count, &more);
+		CHECK(rc == 0 || rc == -EPROTO);
+		if (rc != 0)
+			CHECK(count == 0);
+		CHECK(count <= maxes[m]);
+		CHECK(count == 0 || 8 + 16 * count <= len);
+		for (size_t i = 0; i < count; i++) {
+			CHECK(d[i].nblocks > 0 && d[i].lba + d[i].nblocks > d[i].lba);
+			CHECK(d[i].status <= 0x0f);
+			if (i > 0)
+				CHECK(d[i].lba >= d[i - 1].lba + d[i - 1].nblocks);
+		}
+		free(d);
+	}
+}
+
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
@@ -251,6 +278,9 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		break;
 	case SEL_MODE_SENSE10:
 		mode_sense(buf, len, true);
+		break;
+	case SEL_LBA_STATUS:
+		lba_status(buf, len);
 		break;
 	case SEL_COUNT:
 		break;

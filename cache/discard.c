@@ -1,0 +1,390 @@
+/* SPDX-License-Identifier: MIT */
+#include "discard.h"
+
+#include <errno.h>
+#include <stdatomic.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "../initiator/log.h"
+#include "../initiator/scsi.h"
+
+#define DISCARD_RETRIES 8
+/* WRITE SAME length used when VPD 0xB0 does not give one. */
+#define DEFAULT_WS_BLOCKS 0xffffu
+/* GET LBA STATUS allocation length: the header and 255 descriptors. */
+#define LBA_STATUS_ALLOC (8u + 16u * 255u)
+#define LBA_STATUS_MAX 255u
+
+void discard_caps_from_info(struct discard_caps *c, const struct iscsi_lun_info *info)
+{
+	memset(c, 0, sizeof(*c));
+	c->lbprz = info->cap.lbprz || (info->have_lbp && info->lbp.lbprz);
+	c->lba_status = info->use16 && info->cap.lbpme;
+	c->max_unmap_blocks = UINT32_MAX;
+	c->max_ws_blocks = DEFAULT_WS_BLOCKS;
+	if (info->have_lbp) {
+		c->unmap = info->lbp.lbpu;
+		c->ws_unmap = info->lbp.lbpws;
+	}
+	if (info->have_block_limits) {
+		/* SBC-3 §6.6.4: a zero count means UNMAP is not implemented. */
+		if (info->bl.max_unmap_lba_count == 0 || info->bl.max_unmap_desc_count == 0)
+			c->unmap = false;
+		else
+			c->max_unmap_blocks = info->bl.max_unmap_lba_count;
+		if (info->bl.max_write_same_len)
+			c->max_ws_blocks = info->bl.max_write_same_len > UINT32_MAX
+						   ? UINT32_MAX : (uint32_t)info->bl.max_write_same_len;
+	}
+}
+
+enum discard_method discard_first_method(const struct discard_caps *c, bool punch)
+{
+	if (punch && c->lbprz) {
+		if (c->unmap)
+			return DISCARD_UNMAP;
+		if (c->ws_unmap)
+			return DISCARD_WS_UNMAP;
+	}
+	return DISCARD_WS;
+}
+
+enum discard_method discard_fallback(const struct discard_caps *c, enum discard_method m)
+{
+	switch (m) {
+	case DISCARD_UNMAP:
+		return c->ws_unmap && c->lbprz ? DISCARD_WS_UNMAP : DISCARD_WS;
+	case DISCARD_WS_UNMAP:
+		return DISCARD_WS;
+	default:
+		return DISCARD_WRITE;
+	}
+}
+
+uint32_t discard_chunk(const struct discard_caps *c, enum discard_method m, uint64_t remaining,
+		       uint32_t write_blocks)
+{
+	uint64_t lim;
+
+	switch (m) {
+	case DISCARD_UNMAP:
+		lim = c->max_unmap_blocks;
+		break;
+	case DISCARD_WS_UNMAP:
+	case DISCARD_WS:
+		lim = c->max_ws_blocks;
+		break;
+	default:
+		lim = write_blocks;
+		break;
+	}
+	if (lim == 0)
+		lim = 1;
+	return (uint32_t)(remaining < lim ? remaining : lim);
+}
+
+/* ---------------------------------------------------------------- discard / zero */
+
+struct disc_op {
+	struct blk_dev *d;
+	struct discard_caps caps;
+	enum discard_method m;
+	uint8_t *slice;             /* payload: zero block(s) or the UNMAP parameter list */
+	uint64_t lba, end;          /* whole blocks still to do: [lba, end) */
+	uint32_t cur;               /* blocks of the command in flight */
+	uint32_t write_blocks;
+	int retries;
+	atomic_int parts;           /* middle chain + edge writes + the starter's hold */
+	atomic_int err;
+	uint64_t len;
+	blk_done_fn cb;
+	void *arg;
+};
+
+static void op_put(struct disc_op *op)
+{
+	if (atomic_fetch_sub(&op->parts, 1) != 1)
+		return;
+	int err = atomic_load(&op->err);
+	if (!err)
+		atomic_store(&op->d->dirty, true); /* a SYNCHRONIZE CACHE should follow on fsync */
+	op->cb(op->arg, err, NULL, err ? 0 : op->len);
+	free(op);
+}
+
+static void op_fail(struct disc_op *op, int err)
+{
+	int zero = 0;
+	atomic_compare_exchange_strong(&op->err, &zero, err);
+}
+
+static void edge_done(void *arg, int err, const void *data, size_t len)
+{
+	struct disc_op *op = arg;
+	(void)data;
+	(void)len;
+	if (err)
+		op_fail(op, err);
+	op_put(op);
+}
+
+static void mid_done(void *arg, const struct iscsi_cmd_result *res);
+
+static void mid_finish(struct disc_op *op, int err)
+{
+	if (err)
+		op_fail(op, err);
+	buf_pool_put(op->d->pool, op->slice);
+	op->slice = NULL;
+	op_put(op);
+}
+
+static void mid_prepare_payload(struct disc_op *op)
+{
+	size_t bytes = op->m == DISCARD_WRITE ? (size_t)op->write_blocks * op->d->bs : op->d->bs;
+	memset(op->slice, 0, bytes);
+}
+
+static void mid_submit(struct disc_op *op)
+{
+	struct blk_dev *d = op->d;
+	struct iscsi_cmd cmd = {.lun = d->lun_field, .cb = mid_done, .arg = op, .dir = ISCSI_DIR_WRITE,
+				.buf = op->slice};
+	op->cur = discard_chunk(&op->caps, op->m, op->end - op->lba, op->write_blocks);
+	switch (op->m) {
+	case DISCARD_UNMAP: {
+		/* Here the slice holds the parameter list; zero blocks are rebuilt on fallback. */
+		struct scsi_lba_range r = {.lba = op->lba, .nblocks = op->cur};
+		size_t plen = scsi_build_unmap_param(op->slice, d->bs, &r, 1);
+		cmd.len = (uint32_t)plen;
+		cmd.cdb_len = (uint8_t)scsi_cdb_unmap(cmd.cdb, (uint16_t)plen);
+		break;
+	}
+	case DISCARD_WS_UNMAP:
+	case DISCARD_WS:
+		cmd.len = d->bs;
+		cmd.cdb_len = (uint8_t)scsi_cdb_write_same16(cmd.cdb, op->lba, op->cur, op->m == DISCARD_WS_UNMAP);
+		break;
+	case DISCARD_WRITE:
+		cmd.len = op->cur * d->bs;
+		cmd.cdb_len = (uint8_t)scsi_cdb_write(cmd.cdb, op->lba, op->cur, false);
+		break;
+	}
+	int rc = iscsi_session_submit(d->s, &cmd);
+	if (rc)
+		mid_finish(op, rc == -ENOTCONN ? -EIO : rc);
+}
+
+static void mid_done(void *arg, const struct iscsi_cmd_result *res)
+{
+	struct disc_op *op = arg;
+	int err = iscsi_cmd_result_errno(res);
+	if (err) {
+		if (!res->err && op->retries < DISCARD_RETRIES &&
+		    scsi_status_retryable(res->status, res->has_sense ? &res->sense : NULL)) {
+			op->retries++;
+			mid_submit(op);
+			return;
+		}
+		/* ILLEGAL REQUEST: the target does not do this command (or bit); try the next way. */
+		if (!res->err && (err == -EOPNOTSUPP || err == -EINVAL) && op->m != DISCARD_WRITE) {
+			enum discard_method next = discard_fallback(&op->caps, op->m);
+			log_debug("LUN refused %s (%s), falling back", op->m == DISCARD_UNMAP ? "UNMAP" : "WRITE SAME",
+				  strerror(-err));
+			if (op->m == DISCARD_UNMAP)
+				op->caps.unmap = false;
+			if (op->m == DISCARD_WS_UNMAP)
+				op->caps.ws_unmap = false;
+			op->m = next;
+			op->retries = 0;
+			mid_prepare_payload(op);
+			mid_submit(op);
+			return;
+		}
+		log_warn("LUN discard/zeroing failed: %s (status 0x%02x, sense %x/%02x/%02x)", strerror(-err),
+			 res->status, res->has_sense ? res->sense.key : 0, res->has_sense ? res->sense.asc : 0,
+			 res->has_sense ? res->sense.ascq : 0);
+		mid_finish(op, err);
+		return;
+	}
+	op->retries = 0;
+	op->lba += op->cur;
+	if (op->lba < op->end) {
+		mid_submit(op);
+		return;
+	}
+	mid_finish(op, 0);
+}
+
+/* Zero [off, off + len) of one block through blk_write (read-modify-write). */
+static void zero_edge(struct disc_op *op, uint64_t off, size_t len)
+{
+	void *payload;
+	struct blk_req *r = blk_write_prepare(op->d, off, len, &payload);
+	atomic_fetch_add(&op->parts, 1);
+	if (!r) {
+		op_fail(op, -EINVAL);
+		op_put(op);
+		return;
+	}
+	memset(payload, 0, len);
+	blk_write_submit(r, edge_done, op);
+}
+
+int blk_discard(struct blk_dev *d, const struct discard_caps *c, uint64_t off, uint64_t len, bool punch,
+		blk_done_fn cb, void *arg)
+{
+	if (len == 0 || off >= d->size || len > d->size - off)
+		return -EINVAL;
+	struct disc_op *op = calloc(1, sizeof(*op));
+	if (!op)
+		return -ENOMEM;
+	uint64_t bs = d->bs, end = off + len;
+	uint64_t a0 = (off + bs - 1) / bs, a1 = end / bs; /* whole blocks: [a0, a1) */
+	op->d = d;
+	op->caps = *c;
+	op->len = len;
+	op->cb = cb;
+	op->arg = arg;
+	atomic_init(&op->parts, 1);
+	atomic_init(&op->err, 0);
+
+	/*
+	 * One slice at a time: each edge write holds its own until it
+	 * completes, which needs nothing more from the pool, so waiting for
+	 * the next slice here cannot deadlock.
+	 */
+	if (off % bs)
+		zero_edge(op, off, (size_t)((a0 * bs < end ? a0 * bs : end) - off));
+	if (end % bs && a1 >= a0)
+		zero_edge(op, a1 * bs > off ? a1 * bs : off, (size_t)(end - (a1 * bs > off ? a1 * bs : off)));
+	if (a0 < a1) {
+		size_t ss = buf_pool_slice_size(d->pool);
+		uint32_t wb = (uint32_t)((ss / bs) < d->max_xfer_blocks ? ss / bs : d->max_xfer_blocks);
+		op->write_blocks = wb ? wb : 1;
+		op->slice = buf_pool_get(d->pool, NULL);
+		op->lba = a0;
+		op->end = a1;
+		op->m = discard_first_method(c, punch);
+		atomic_fetch_add(&op->parts, 1);
+		mid_prepare_payload(op);
+		mid_submit(op);
+	}
+	op_put(op);
+	return 0;
+}
+
+/* ---------------------------------------------------------------- SEEK_DATA / SEEK_HOLE */
+
+struct seek_op {
+	struct blk_dev *d;
+	uint8_t *slice;
+	uint64_t off;               /* bytes: where the seek starts */
+	uint64_t lba;               /* the block GET LBA STATUS was asked about */
+	bool hole;
+	int retries;
+	blk_seek_fn cb;
+	void *arg;
+};
+
+static void seek_finish(struct seek_op *op, int err, uint64_t result)
+{
+	if (op->slice)
+		buf_pool_put(op->d->pool, op->slice);
+	op->cb(op->arg, err, result);
+	free(op);
+}
+
+/* Everything is data: SEEK_DATA stays, SEEK_HOLE goes to the end. */
+static void seek_all_data(struct seek_op *op)
+{
+	seek_finish(op, 0, op->hole ? op->d->size : op->off);
+}
+
+static void seek_done(void *arg, const struct iscsi_cmd_result *res);
+
+static void seek_submit(struct seek_op *op)
+{
+	struct iscsi_cmd cmd = {.lun = op->d->lun_field, .cb = seek_done, .arg = op, .dir = ISCSI_DIR_READ,
+				.buf = op->slice, .len = LBA_STATUS_ALLOC};
+	cmd.cdb_len = (uint8_t)scsi_cdb_get_lba_status(cmd.cdb, op->lba, LBA_STATUS_ALLOC);
+	int rc = iscsi_session_submit(op->d->s, &cmd);
+	if (rc)
+		seek_finish(op, rc == -ENOTCONN ? -EIO : rc, 0);
+}
+
+static void seek_done(void *arg, const struct iscsi_cmd_result *res)
+{
+	struct seek_op *op = arg;
+	struct blk_dev *d = op->d;
+	struct scsi_lba_status st[LBA_STATUS_MAX];
+	size_t n = 0;
+	bool more;
+	int err = iscsi_cmd_result_errno(res);
+
+	if (err) {
+		if (res->err) {
+			seek_finish(op, err, 0); /* the connection, not the command */
+			return;
+		}
+		if (op->retries < DISCARD_RETRIES &&
+		    scsi_status_retryable(res->status, res->has_sense ? &res->sense : NULL)) {
+			op->retries++;
+			seek_submit(op);
+			return;
+		}
+		log_debug("GET LBA STATUS failed (%s): treating the LUN as all data", strerror(-err));
+		seek_all_data(op);
+		return;
+	}
+	/* The first descriptor must start at the LBA asked about (SBC-3 §5.8.2). */
+	if (scsi_parse_lba_status(op->slice, res->xfer_len, st, LBA_STATUS_MAX, &n, &more) || n == 0 ||
+	    st[0].lba != op->lba) {
+		log_warn("GET LBA STATUS answer malformed: treating the LUN as all data");
+		seek_all_data(op);
+		return;
+	}
+	for (size_t i = 0; i < n && st[i].lba < d->nblocks; i++) {
+		bool data = st[i].status == SCSI_LBA_MAPPED;
+		if (data != op->hole) {
+			uint64_t at = st[i].lba * d->bs;
+			seek_finish(op, 0, at > op->off ? at : op->off);
+			return;
+		}
+	}
+	uint64_t next = st[n - 1].lba + st[n - 1].nblocks;
+	if (next >= d->nblocks) {
+		/* nothing found before the end: the end is a hole, there is no more data */
+		if (op->hole)
+			seek_finish(op, 0, d->size);
+		else
+			seek_finish(op, -ENXIO, 0);
+		return;
+	}
+	op->lba = next;
+	op->retries = 0;
+	seek_submit(op);
+}
+
+int blk_seek(struct blk_dev *d, const struct discard_caps *c, uint64_t off, bool hole, blk_seek_fn cb, void *arg)
+{
+	if (off >= d->size)
+		return -EINVAL;
+	struct seek_op *op = calloc(1, sizeof(*op));
+	if (!op)
+		return -ENOMEM;
+	op->d = d;
+	op->off = off;
+	op->lba = off / d->bs;
+	op->hole = hole;
+	op->cb = cb;
+	op->arg = arg;
+	if (!c->lba_status) {
+		seek_all_data(op);
+		return 0;
+	}
+	op->slice = buf_pool_get(d->pool, NULL);
+	seek_submit(op);
+	return 0;
+}
