@@ -7,10 +7,12 @@
  * for an overlapping write to finish (read-modify-write ordering).
  */
 #include <errno.h>
+#include <fcntl.h>
 #include <stdio.h>
 #include <string.h>
 #include <sys/stat.h>
 
+#include "../cache/discard.h"
 #include "gateway.h"
 
 #define ROOT_INO FUSE_ROOT_ID
@@ -191,6 +193,16 @@ static int io_errno(int err)
 	}
 }
 
+/*
+ * O_DIRECT I/O must be aligned to the logical block size in offset and
+ * length, as the kernel demands of a block device (EINVAL otherwise).  The
+ * kernel passes the file's current flags with each READ and WRITE.
+ */
+static bool direct_misaligned(const struct gw_lun *l, const struct fuse_file_info *fi, off_t off, size_t size)
+{
+	return (fi->flags & O_DIRECT) && ((uint64_t)off % l->dev.bs != 0 || size % l->dev.bs != 0);
+}
+
 static void read_done(void *arg, int err, const void *data, size_t len)
 {
 	fuse_req_t req = arg;
@@ -204,12 +216,11 @@ static void gw_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off, stru
 {
 	struct gw *g = gw_of(req);
 	struct gw_lun *l = lun_by_ino(g, ino);
-	(void)fi;
 	if (!l) {
 		fuse_reply_err(req, EBADF);
 		return;
 	}
-	if (off < 0) {
+	if (off < 0 || direct_misaligned(l, fi, off, size)) {
 		fuse_reply_err(req, EINVAL);
 		return;
 	}
@@ -243,7 +254,6 @@ static void gw_write_buf(fuse_req_t req, fuse_ino_t ino, struct fuse_bufvec *buf
 	struct gw_lun *l = lun_by_ino(g, ino);
 	size_t len = fuse_buf_size(bufv);
 	void *payload;
-	(void)fi;
 	if (!l) {
 		fuse_reply_err(req, EBADF);
 		return;
@@ -252,7 +262,7 @@ static void gw_write_buf(fuse_req_t req, fuse_ino_t ino, struct fuse_bufvec *buf
 		fuse_reply_err(req, EROFS);
 		return;
 	}
-	if (off < 0) {
+	if (off < 0 || direct_misaligned(l, fi, off, len)) {
 		fuse_reply_err(req, EINVAL);
 		return;
 	}
@@ -337,21 +347,104 @@ static void gw_statfs(fuse_req_t req, fuse_ino_t ino)
 	fuse_reply_statfs(req, &sv);
 }
 
+/* ---- fallocate and lseek: logical block provisioning (cache/discard.c) ---- */
+
+static void discard_done(void *arg, int err, const void *data, size_t len)
+{
+	(void)data;
+	(void)len;
+	fuse_reply_err((fuse_req_t)arg, err ? io_errno(err) : 0);
+}
+
+/*
+ * FALLOC_FL_PUNCH_HOLE|FALLOC_FL_KEEP_SIZE deallocates (UNMAP or WRITE SAME
+ * with UNMAP where the LUN promises zeroes after it, else zeroes are
+ * written), FALLOC_FL_ZERO_RANGE writes zeroes (WRITE SAME); both leave the
+ * range reading as zeroes.  Plain allocation succeeds within the LUN (every
+ * block exists as far as the file is concerned) and is EFBIG beyond it, as
+ * a write there is; with FALLOC_FL_KEEP_SIZE the part beyond the end is
+ * ignored.  Other modes are EOPNOTSUPP.
+ */
 static void gw_fallocate(fuse_req_t req, fuse_ino_t ino, int mode, off_t off, off_t len,
 			 struct fuse_file_info *fi)
+{
+	const int known = FALLOC_FL_KEEP_SIZE | FALLOC_FL_PUNCH_HOLE | FALLOC_FL_ZERO_RANGE;
+	struct gw_lun *l = lun_by_ino(gw_of(req), ino);
+	(void)fi;
+	if (!l) {
+		fuse_reply_err(req, ino == ROOT_INO ? EISDIR : EBADF);
+		return;
+	}
+	bool punch = mode & FALLOC_FL_PUNCH_HOLE, zero = mode & FALLOC_FL_ZERO_RANGE;
+	if ((mode & ~known) || (punch && zero) || (punch && !(mode & FALLOC_FL_KEEP_SIZE))) {
+		fuse_reply_err(req, EOPNOTSUPP);
+		return;
+	}
+	if (l->ro) {
+		fuse_reply_err(req, EROFS);
+		return;
+	}
+	if (off < 0 || len <= 0) {
+		fuse_reply_err(req, EINVAL);
+		return;
+	}
+	uint64_t start = (uint64_t)off, end = start + (uint64_t)len;
+	if (end > l->dev.size && !(mode & FALLOC_FL_KEEP_SIZE)) {
+		fuse_reply_err(req, EFBIG); /* the file would have to grow */
+		return;
+	}
+	if (!punch && !zero) {
+		fuse_reply_err(req, 0); /* the blocks already exist */
+		return;
+	}
+	if (start >= l->dev.size) {
+		fuse_reply_err(req, 0); /* nothing of the LUN in the range */
+		return;
+	}
+	if (end > l->dev.size)
+		end = l->dev.size;
+	struct discard_caps caps;
+	discard_caps_from_info(&caps, &l->info);
+	int rc = blk_discard(&l->dev, &caps, start, end - start, punch, discard_done, req);
+	if (rc)
+		fuse_reply_err(req, -rc);
+}
+
+static void seek_done(void *arg, int err, uint64_t result)
+{
+	fuse_req_t req = arg;
+	if (err)
+		fuse_reply_err(req, err == -ENXIO ? ENXIO : io_errno(err));
+	else
+		fuse_reply_lseek(req, (off_t)result);
+}
+
+/*
+ * SEEK_DATA / SEEK_HOLE from GET LBA STATUS where the LUN is thin
+ * provisioned, else everything is data; the end of the LUN is the
+ * implicit hole.  The kernel answers SEEK_SET/CUR/END itself.
+ */
+static void gw_lseek(fuse_req_t req, fuse_ino_t ino, off_t off, int whence, struct fuse_file_info *fi)
 {
 	struct gw_lun *l = lun_by_ino(gw_of(req), ino);
 	(void)fi;
 	if (!l) {
-		fuse_reply_err(req, EBADF);
+		fuse_reply_err(req, ino == ROOT_INO ? EISDIR : EBADF);
 		return;
 	}
-	/* Plain allocation within the device: the blocks already exist. */
-	if (mode == 0 && off >= 0 && len > 0 && (uint64_t)off + (uint64_t)len <= l->dev.size) {
-		fuse_reply_err(req, 0);
+	if (whence != SEEK_DATA && whence != SEEK_HOLE) {
+		fuse_reply_err(req, EINVAL);
 		return;
 	}
-	fuse_reply_err(req, mode == 0 ? EFBIG : EOPNOTSUPP);
+	if (off < 0 || (uint64_t)off >= l->dev.size) {
+		fuse_reply_err(req, ENXIO);
+		return;
+	}
+	struct discard_caps caps;
+	discard_caps_from_info(&caps, &l->info);
+	int rc = blk_seek(&l->dev, &caps, (uint64_t)off, whence == SEEK_HOLE, seek_done, req);
+	if (rc)
+		fuse_reply_err(req, -rc);
 }
 
 const struct fuse_lowlevel_ops gw_ops = {
@@ -368,4 +461,5 @@ const struct fuse_lowlevel_ops gw_ops = {
 	.release = gw_release,
 	.statfs = gw_statfs,
 	.fallocate = gw_fallocate,
+	.lseek = gw_lseek,
 };

@@ -1,0 +1,292 @@
+#!/bin/bash
+# SPDX-License-Identifier: MIT
+#
+# The "fsops" suite: fallocate, SEEK_DATA/SEEK_HOLE, O_DIRECT and the
+# qemu-img / qemu-io workflows on a real mount of a thin-provisioned tgtd.
+#
+#   fsops.sh ISERFUSE_BINARY
+#
+# tgtd serves LUN 1 (32 MiB, 512-byte blocks) and LUN 2 (32 MiB, 4096-byte
+# blocks) with thin_provisioning=1 (UNMAP, WRITE SAME with UNMAP, GET LBA
+# STATUS, LBPRZ), and LUN 3 (32 MiB, 512-byte blocks) without.  Checks:
+# fsops_check.py on each LUN (punching a hole shrinks the backing file,
+# unaligned edges, zero range, SEEK_DATA/SEEK_HOLE equal to the backing
+# file's, other modes EOPNOTSUPP, misaligned O_DIRECT EINVAL); qemu-img
+# info/convert/compare/map/measure/check, qcow2 created and converted onto
+# a LUN, convert -t none -T none, dd; qemu-io discard reading back zeroes.
+#
+# Prints "ok - ..." / "not ok - ..." and "N passed, M failed"; exits 1 if
+# anything failed, 77 (skip) when not root, 2 on bad usage.
+set -euo pipefail
+
+here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
+# shellcheck source-path=SCRIPTDIR source=../lib/targets.sh
+. "$here/../lib/targets.sh"
+# shellcheck source-path=SCRIPTDIR source=../lib/report.sh
+. "$here/../lib/report.sh"
+
+if [[ $# -ne 1 || ! -x $1 ]]; then
+	echo "usage: $0 ISERFUSE_BINARY" >&2
+	exit 2
+fi
+iserfuse=$(cd "$(dirname "$1")" && pwd)/$(basename "$1")
+if [[ $(id -u) -ne 0 ]]; then
+	echo "# SKIP: the fsops suite mounts FUSE and runs tgtd, which needs root"
+	exit 77
+fi
+for tool in tgtd tgtadm fusermount3 qemu-img qemu-io python3 timeout cmp; do
+	if ! command -v "$tool" >/dev/null 2>&1; then
+		fail "tool $tool installed"
+		summary
+		exit 1
+	fi
+done
+
+MiB=$((1024 * 1024))
+size=$((32 * MiB))
+work=$(mktemp -d "${TMPDIR:-/tmp}/iserfuse-fsops.XXXXXX")
+mnt=$work/mnt
+mkdir -p "$mnt"
+daemon_pid=''
+
+is_mounted() {
+	grep -qF " $1 " /proc/mounts
+}
+
+cleanup() {
+	local rc=$?
+	set +e
+	if is_mounted "$mnt"; then
+		fusermount3 -u "$mnt" 2>/dev/null || fusermount3 -uz "$mnt" 2>/dev/null
+	fi
+	[[ -n $daemon_pid ]] && _targets_kill "$daemon_pid" 5
+	tgtd_stop "$work/tgtd"
+	if is_mounted "$mnt"; then
+		echo "# $mnt is still mounted: $work left in place"
+	elif ((rc == 0 && failed == 0)); then
+		rm -rf "$work"
+	else
+		rm -f "$work"/tgtd/*.img "$work"/*.raw
+		echo "# logs kept in $work"
+	fi
+	exit "$rc"
+}
+trap cleanup EXIT
+trap 'exit 130' INT
+trap 'exit 143' TERM
+
+# run WHAT CMD...: CMD's output to $work/log; returns its exit status (bounded in time).
+run() {
+	local rc=0
+	shift
+	timeout -k 10 120 "$@" >"$work/log" 2>&1 || rc=$?
+	return "$rc"
+}
+# expect_ok WHAT CMD...: CMD exits 0.
+expect_ok() {
+	local what=$1 rc=0
+	run "$@" || rc=$?
+	if ((rc == 0)); then pass "$what"; else fail "$what (exit $rc)"; note "$work/log"; fi
+	return "$rc"
+}
+blocks() {
+	stat -c %b "$1"
+}
+
+# ---------------------------------------------------------------- target
+
+if ! tgtd_start "$work/tgtd" 32M 32M >/dev/null 2>"$work/log"; then
+	fail "tgtd starts"
+	note "$work/log"
+	exit 1
+fi
+ctl=$(<"$work/tgtd/ctl")
+truncate -s 32M "$work/tgtd/thick.img"
+if _tgtadm "$ctl" --op new --mode logicalunit --tid 1 --lun 3 -b "$work/tgtd/thick.img" >"$work/log" 2>&1 &&
+	_tgtadm "$ctl" --op update --mode logicalunit --tid 1 --lun 1 --params thin_provisioning=1 >>"$work/log" 2>&1 &&
+	_tgtadm "$ctl" --op update --mode logicalunit --tid 1 --lun 2 --params thin_provisioning=1 >>"$work/log" 2>&1 &&
+	[[ $(_tgtadm "$ctl" --op show --mode target | grep -c 'Thin-provisioning: Yes') == 2 ]]; then
+	pass "tgtd: LUN 1 and 2 thin provisioned, LUN 3 not"
+else
+	fail "tgtd: LUN 1 and 2 thin provisioned, LUN 3 not"
+	note "$work/log"
+	exit 1
+fi
+
+if ! timeout -k 10 120 "$iserfuse" -o initiator_name=iqn.2026-11.org.example:fsops "$TGT_URL" "$mnt" \
+	>"$work/mount.out" 2>"$work/mount.err" </dev/null || ! is_mounted "$mnt"; then
+	fail "mount $TGT_URL"
+	note "$work/mount.err"
+	exit 1
+fi
+daemon_pid=$(pgrep -nf -- "$iserfuse .*$mnt" || true)
+pass "mount $TGT_URL"
+
+# ---------------------------------------------------------------- syscalls
+
+py_checks() {
+	local out=$work/py.out rc=0
+	timeout -k 10 120 python3 "$here/fsops_check.py" "$@" >"$out" 2>&1 || rc=$?
+	cat "$out"
+	passed=$((passed + $(grep -c '^ok - ' "$out" || true)))
+	failed=$((failed + $(grep -c '^not ok - ' "$out" || true)))
+	if ((rc != 0)) && ! grep -q '^not ok - ' "$out"; then
+		fail "fsops_check.py $* (exit $rc)"
+	fi
+}
+py_checks "$mnt/lun1" "$work/tgtd/disk512.img" 512 thin
+py_checks "$mnt/lun2" "$work/tgtd/disk4k.img" 4096 thin
+py_checks "$mnt/lun3" "$work/tgtd/thick.img" 512 thick
+
+# ---------------------------------------------------------------- qemu-img
+
+# A sparse source: 1 MiB of data at 0, 2 MiB at 8 MiB, 512 KiB at 20 MiB, holes between.
+src=$work/src.raw
+truncate -s 32M "$src"
+head -c $((1 * MiB)) /dev/urandom | dd of="$src" conv=notrunc status=none
+head -c $((2 * MiB)) /dev/urandom | dd of="$src" bs=1M seek=8 conv=notrunc status=none
+head -c $((512 * 1024)) /dev/urandom | dd of="$src" bs=512K seek=40 conv=notrunc status=none
+
+# lun1 starts fully allocated, so converting the sparse source onto it must deallocate.
+dd if=/dev/urandom of="$mnt/lun1" bs=1M count=32 conv=fsync status=none
+expect_ok "qemu-img convert -n -O raw onto lun1" qemu-img convert -n -f raw -O raw "$src" "$mnt/lun1" || true
+expect_ok "qemu-img compare: source equals lun1" qemu-img compare -f raw -F raw "$src" "$mnt/lun1" || true
+cmp -s "$src" "$work/tgtd/disk512.img" && pass "lun1's backing file equals the source" ||
+	fail "lun1's backing file equals the source"
+b=$(blocks "$work/tgtd/disk512.img")
+if ((b <= 8 * MiB / 512)); then
+	pass "the source's holes are holes in lun1's backing file ($b blocks)"
+else
+	fail "the source's holes are holes in lun1's backing file ($b 512-byte blocks, want <= $((8 * MiB / 512)))"
+fi
+
+if run info qemu-img info -f raw --output=json "$mnt/lun1" &&
+	python3 -c 'import json,sys; d=json.load(open(sys.argv[1])); sys.exit(0 if d["virtual-size"]==int(sys.argv[2]) and d["format"]=="raw" else 1)' \
+		"$work/log" "$size"; then
+	pass "qemu-img info: lun1 is raw, virtual size 32 MiB"
+else
+	fail "qemu-img info: lun1 is raw, virtual size 32 MiB"
+	note "$work/log"
+fi
+
+# map and measure go by SEEK_DATA/SEEK_HOLE: the mount must say what the backing file says.
+qemu-img map -f raw --output=json "$mnt/lun1" >"$work/map.mnt" 2>&1 || true
+qemu-img map -f raw --output=json "$work/tgtd/disk512.img" >"$work/map.backing" 2>&1 || true
+qemu-img map -f raw --output=json "$src" >"$work/map.src" 2>&1 || true
+if cmp -s "$work/map.mnt" "$work/map.backing" && grep -q '"data": false' "$work/map.mnt"; then
+	pass "qemu-img map of lun1 equals the backing file's (with holes)"
+else
+	fail "qemu-img map of lun1 equals the backing file's (with holes)"
+	diff "$work/map.mnt" "$work/map.backing" | head -n 20 | sed 's/^/#   /'
+fi
+python3 - "$work/map.mnt" "$work/map.src" <<'PY' && pass "qemu-img map: lun1's data extents cover the source's" || fail "qemu-img map: lun1's data extents cover the source's"
+import json, sys
+def data(path):
+    return [(e["start"], e["start"] + e["length"]) for e in json.load(open(path)) if e["data"]]
+mnt, src = data(sys.argv[1]), data(sys.argv[2])
+sys.exit(0 if all(any(a <= s and e <= b for a, b in mnt) for s, e in src) else 1)
+PY
+m1=$(qemu-img measure -O qcow2 -f raw "$mnt/lun1" 2>&1 | grep '^required size' || true)
+m2=$(qemu-img measure -O qcow2 -f raw "$work/tgtd/disk512.img" 2>&1 | grep '^required size' || true)
+check_eq "qemu-img measure of lun1 equals the backing file's" "$m1" "$m2"
+if [[ $m1 =~ ([0-9]+) ]] && ((BASH_REMATCH[1] < 8 * MiB)); then
+	pass "qemu-img measure counts only allocated data ($m1)"
+else
+	fail "qemu-img measure counts only allocated data ($m1)"
+fi
+
+# qcow2 created, then converted onto lun2.
+expect_ok "qemu-img create -f qcow2 on lun2" qemu-img create -f qcow2 "$mnt/lun2" 16M || true
+if run check qemu-img check -f qcow2 "$mnt/lun2" && grep -q 'No errors were found' "$work/log"; then
+	pass "qemu-img check: new qcow2 on lun2 has no errors"
+else
+	fail "qemu-img check: new qcow2 on lun2 has no errors"
+	note "$work/log"
+fi
+expect_ok "qemu-img convert -O qcow2 onto lun2" qemu-img convert -f raw -O qcow2 "$src" "$mnt/lun2" || true
+if run check qemu-img check -f qcow2 "$mnt/lun2" && grep -q 'No errors were found' "$work/log"; then
+	pass "qemu-img check: converted qcow2 on lun2 has no errors"
+else
+	fail "qemu-img check: converted qcow2 on lun2 has no errors"
+	note "$work/log"
+fi
+expect_ok "qemu-img compare: source equals the qcow2 on lun2" \
+	qemu-img compare -f raw -F qcow2 "$src" "$mnt/lun2" || true
+
+# O_DIRECT on both sides: lun1 -> lun3.
+dd if=/dev/urandom of="$mnt/lun3" bs=1M count=32 conv=fsync status=none
+expect_ok "qemu-img convert -t none -T none lun1 -> lun3" \
+	qemu-img convert -t none -T none -n -f raw -O raw "$mnt/lun1" "$mnt/lun3" || true
+cmp -s "$src" "$work/tgtd/thick.img" && pass "lun3's backing file equals the source after convert -t none" ||
+	fail "lun3's backing file equals the source after convert -t none"
+
+# qemu-img dd: 3 MiB from 7 MiB of lun1 into a local file (qemu-img 7.2
+# counts the skipped blocks in count=).
+expect_ok "qemu-img dd from lun1" qemu-img dd -f raw -O raw bs=64k skip=112 count=160 \
+	"if=$mnt/lun1" "of=$work/dd.raw" || true
+if cmp -s "$work/dd.raw" <(dd if="$src" bs=64k skip=112 count=48 status=none); then
+	pass "qemu-img dd copied the right 3 MiB"
+else
+	fail "qemu-img dd copied the right 3 MiB"
+fi
+
+# ---------------------------------------------------------------- qemu-io discard
+
+before=$(blocks "$work/tgtd/disk512.img")
+expect_ok "qemu-io discard 8M 2M on lun1" qemu-io -f raw -c 'discard 8M 2M' "$mnt/lun1" || true
+after=$(blocks "$work/tgtd/disk512.img")
+if ((after <= before - 2 * MiB / 512)); then
+	pass "qemu-io discard freed 2 MiB of lun1's backing file ($before -> $after blocks)"
+else
+	fail "qemu-io discard freed 2 MiB of lun1's backing file ($before -> $after blocks)"
+fi
+if run read qemu-io -f raw -c 'read -P 0 8M 2M' -c 'read -P 0 7680k 512k' "$mnt/lun1" &&
+	! grep -qi 'fail\|error' "$work/log" && [[ $(grep -c '^read ' "$work/log") == 2 ]]; then
+	pass "qemu-io: the discarded range reads as zeroes"
+else
+	fail "qemu-io: the discarded range reads as zeroes"
+	note "$work/log"
+fi
+if cmp -s <(dd if="$work/tgtd/disk512.img" bs=1M skip=8 count=2 status=none) <(head -c $((2 * MiB)) /dev/zero); then
+	pass "lun1's backing file holds zeroes where qemu-io discarded"
+else
+	fail "lun1's backing file holds zeroes where qemu-io discarded"
+fi
+if run read qemu-io -f raw -c 'discard 4096 1000' -c 'read -P 0 4096 1000' "$mnt/lun1" &&
+	! grep -qi 'fail\|error' "$work/log"; then
+	pass "qemu-io: an unaligned discard reads back as zeroes"
+else
+	fail "qemu-io: an unaligned discard reads back as zeroes"
+	note "$work/log"
+fi
+
+# ---------------------------------------------------------------- read-only
+
+fusermount3 -u "$mnt"
+_targets_wait_gone "$daemon_pid" 10 || true
+daemon_pid=''
+if timeout -k 10 120 "$iserfuse" -o ro -o initiator_name=iqn.2026-11.org.example:fsops "$TGT_URL/1" "$mnt" \
+	>"$work/mount.out" 2>"$work/mount.err" </dev/null && is_mounted "$mnt"; then
+	daemon_pid=$(pgrep -nf -- "$iserfuse .*$mnt" || true)
+	out=$(python3 - "$mnt/lun1" <<'PY'
+import ctypes, os, sys
+libc = ctypes.CDLL(None, use_errno=True)
+libc.fallocate.argtypes = [ctypes.c_int, ctypes.c_int, ctypes.c_int64, ctypes.c_int64]
+try:
+    fd = os.open(sys.argv[1], os.O_RDWR)
+    print("open-rw-ok")
+except OSError as e:
+    print("open", os.strerror(e.errno))
+fd = os.open(sys.argv[1], os.O_RDONLY)
+print("data", os.lseek(fd, 0, os.SEEK_DATA), "hole", os.lseek(fd, 0, os.SEEK_HOLE))
+PY
+) || true
+	check_eq "-o ro: opening for writing (needed to fallocate) is EROFS; lseek works" "$out" \
+		"open Read-only file system
+data 0 hole 1048576"
+else
+	fail "mount -o ro $TGT_URL/1"
+	note "$work/mount.err"
+fi
+
+summary
