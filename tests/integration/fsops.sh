@@ -48,6 +48,9 @@ work=$(mktemp -d "${TMPDIR:-/tmp}/iserfuse-fsops.XXXXXX")
 mnt=$work/mnt
 mkdir -p "$mnt"
 daemon_pid=''
+# A sanitizer build of the daemon writes its reports here (checked at the end).
+export ASAN_OPTIONS="${ASAN_OPTIONS:+$ASAN_OPTIONS:}log_path=$work/sanitizer"
+export UBSAN_OPTIONS="${UBSAN_OPTIONS:+$UBSAN_OPTIONS:}log_path=$work/sanitizer"
 
 is_mounted() {
 	grep -qF " $1 " /proc/mounts
@@ -287,6 +290,17 @@ data 0 hole 1048576"
 else
 	fail "mount -o ro $TGT_URL/1"
 	note "$work/mount.err"
+fi
+fusermount3 -u "$mnt" 2>/dev/null || true
+[[ -n $daemon_pid ]] && _targets_wait_gone "$daemon_pid" 20
+daemon_pid=''
+
+reports=$(find "$work" -maxdepth 1 -name 'sanitizer.*' | sort)
+if [[ -z $reports ]]; then
+	pass "no sanitizer reports from the daemon"
+else
+	fail "no sanitizer reports from the daemon"
+	for r in $reports; do note "$r"; done
 fi
 
 summary
