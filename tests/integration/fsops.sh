@@ -154,8 +154,11 @@ head -c $((512 * 1024)) /dev/urandom | dd of="$src" bs=512K seek=40 conv=notrunc
 dd if=/dev/urandom of="$mnt/lun1" bs=1M count=32 conv=fsync status=none
 expect_ok "qemu-img convert -n -O raw onto lun1" qemu-img convert -n -f raw -O raw "$src" "$mnt/lun1" || true
 expect_ok "qemu-img compare: source equals lun1" qemu-img compare -f raw -F raw "$src" "$mnt/lun1" || true
-cmp -s "$src" "$work/tgtd/disk512.img" && pass "lun1's backing file equals the source" ||
+if cmp -s "$src" "$work/tgtd/disk512.img"; then
+	pass "lun1's backing file equals the source"
+else
 	fail "lun1's backing file equals the source"
+fi
 b=$(blocks "$work/tgtd/disk512.img")
 if ((b <= 8 * MiB / 512)); then
 	pass "the source's holes are holes in lun1's backing file ($b blocks)"
@@ -182,13 +185,18 @@ else
 	fail "qemu-img map of lun1 equals the backing file's (with holes)"
 	diff "$work/map.mnt" "$work/map.backing" | head -n 20 | sed 's/^/#   /'
 fi
-python3 - "$work/map.mnt" "$work/map.src" <<'PY' && pass "qemu-img map: lun1's data extents cover the source's" || fail "qemu-img map: lun1's data extents cover the source's"
+if python3 - "$work/map.mnt" "$work/map.src" <<'PY'
 import json, sys
 def data(path):
     return [(e["start"], e["start"] + e["length"]) for e in json.load(open(path)) if e["data"]]
 mnt, src = data(sys.argv[1]), data(sys.argv[2])
 sys.exit(0 if all(any(a <= s and e <= b for a, b in mnt) for s, e in src) else 1)
 PY
+then
+	pass "qemu-img map: lun1's data extents cover the source's"
+else
+	fail "qemu-img map: lun1's data extents cover the source's"
+fi
 m1=$(qemu-img measure -O qcow2 -f raw "$mnt/lun1" 2>&1 | grep '^required size' || true)
 m2=$(qemu-img measure -O qcow2 -f raw "$work/tgtd/disk512.img" 2>&1 | grep '^required size' || true)
 check_eq "qemu-img measure of lun1 equals the backing file's" "$m1" "$m2"
@@ -220,8 +228,11 @@ expect_ok "qemu-img compare: source equals the qcow2 on lun2" \
 dd if=/dev/urandom of="$mnt/lun3" bs=1M count=32 conv=fsync status=none
 expect_ok "qemu-img convert -t none -T none lun1 -> lun3" \
 	qemu-img convert -t none -T none -n -f raw -O raw "$mnt/lun1" "$mnt/lun3" || true
-cmp -s "$src" "$work/tgtd/thick.img" && pass "lun3's backing file equals the source after convert -t none" ||
+if cmp -s "$src" "$work/tgtd/thick.img"; then
+	pass "lun3's backing file equals the source after convert -t none"
+else
 	fail "lun3's backing file equals the source after convert -t none"
+fi
 
 # qemu-img dd: 3 MiB from 7 MiB of lun1 into a local file (qemu-img 7.2
 # counts the skipped blocks in count=).
@@ -243,7 +254,7 @@ if ((after <= before - 2 * MiB / 512)); then
 else
 	fail "qemu-io discard freed 2 MiB of lun1's backing file ($before -> $after blocks)"
 fi
-if run read qemu-io -f raw -c 'read -P 0 8M 2M' -c 'read -P 0 7680k 512k' "$mnt/lun1" &&
+if run qemu-io-read qemu-io -f raw -c 'read -P 0 8M 2M' -c 'read -P 0 7680k 512k' "$mnt/lun1" &&
 	! grep -qi 'fail\|error' "$work/log" && [[ $(grep -c '^read ' "$work/log") == 2 ]]; then
 	pass "qemu-io: the discarded range reads as zeroes"
 else
@@ -255,7 +266,7 @@ if cmp -s <(dd if="$work/tgtd/disk512.img" bs=1M skip=8 count=2 status=none) <(h
 else
 	fail "lun1's backing file holds zeroes where qemu-io discarded"
 fi
-if run read qemu-io -f raw -c 'discard 4096 1000' -c 'read -P 0 4096 1000' "$mnt/lun1" &&
+if run qemu-io-read qemu-io -f raw -c 'discard 4096 1000' -c 'read -P 0 4096 1000' "$mnt/lun1" &&
 	! grep -qi 'fail\|error' "$work/log"; then
 	pass "qemu-io: an unaligned discard reads back as zeroes"
 else
