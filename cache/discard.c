@@ -140,6 +140,12 @@ static void mid_finish(struct disc_op *op, int err)
 	op_put(op);
 }
 
+static const char *method_name(enum discard_method m)
+{
+	static const char *const names[] = {"UNMAP", "WRITE SAME(16) with UNMAP", "WRITE SAME(16)", "WRITE of zeroes"};
+	return names[m];
+}
+
 static void mid_prepare_payload(struct disc_op *op)
 {
 	size_t bytes = op->m == DISCARD_WRITE ? (size_t)op->write_blocks * op->d->bs : op->d->bs;
@@ -190,8 +196,8 @@ static void mid_done(void *arg, const struct iscsi_cmd_result *res)
 		/* ILLEGAL REQUEST: the target does not do this command (or bit); try the next way. */
 		if (!res->err && (err == -EOPNOTSUPP || err == -EINVAL) && op->m != DISCARD_WRITE) {
 			enum discard_method next = discard_fallback(&op->caps, op->m);
-			log_debug("LUN refused %s (%s), falling back", op->m == DISCARD_UNMAP ? "UNMAP" : "WRITE SAME",
-				  strerror(-err));
+			log_debug("LUN refused %s (%s), falling back to %s", method_name(op->m), strerror(-err),
+				  method_name(next));
 			if (op->m == DISCARD_UNMAP)
 				op->caps.unmap = false;
 			if (op->m == DISCARD_WS_UNMAP)
@@ -268,6 +274,8 @@ int blk_discard(struct blk_dev *d, const struct discard_caps *c, uint64_t off, u
 		op->end = a1;
 		op->m = discard_first_method(c, punch);
 		atomic_fetch_add(&op->parts, 1);
+		log_debug("%s of blocks %llu..%llu by %s", punch ? "punch" : "zero", (unsigned long long)a0,
+			  (unsigned long long)a1 - 1, method_name(op->m));
 		mid_prepare_payload(op);
 		mid_submit(op);
 	}
