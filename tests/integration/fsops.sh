@@ -13,7 +13,9 @@
 # unaligned edges, zero range, SEEK_DATA/SEEK_HOLE equal to the backing
 # file's, other modes EOPNOTSUPP, misaligned O_DIRECT EINVAL); qemu-img
 # info/convert/compare/map/measure/check, qcow2 created and converted onto
-# a LUN, convert -t none -T none, dd; qemu-io discard reading back zeroes.
+# a LUN, convert -t none -T none, dd; qemu-io discard reading back zeroes;
+# the fallback to WRITEs of zeroes against tests/malicious/fake_target.py
+# (no WRITE SAME); fallocate refused and lseek working on a -o ro mount.
 #
 # Prints "ok - ..." / "not ok - ..." and "N passed, M failed"; exits 1 if
 # anything failed, 77 (skip) when not root, 2 on bad usage.
@@ -46,8 +48,9 @@ MiB=$((1024 * 1024))
 size=$((32 * MiB))
 work=$(mktemp -d "${TMPDIR:-/tmp}/iserfuse-fsops.XXXXXX")
 mnt=$work/mnt
-mkdir -p "$mnt"
-daemon_pid=''
+mnt2=$work/mnt2
+mkdir -p "$mnt" "$mnt2"
+daemon_pid='' daemon2_pid='' fake_pid=''
 # A sanitizer build of the daemon writes its reports here (checked at the end).
 export ASAN_OPTIONS="${ASAN_OPTIONS:+$ASAN_OPTIONS:}log_path=$work/sanitizer"
 export UBSAN_OPTIONS="${UBSAN_OPTIONS:+$UBSAN_OPTIONS:}log_path=$work/sanitizer"
@@ -59,12 +62,16 @@ is_mounted() {
 cleanup() {
 	local rc=$?
 	set +e
-	if is_mounted "$mnt"; then
-		fusermount3 -u "$mnt" 2>/dev/null || fusermount3 -uz "$mnt" 2>/dev/null
-	fi
+	for m in "$mnt" "$mnt2"; do
+		if is_mounted "$m"; then
+			fusermount3 -u "$m" 2>/dev/null || fusermount3 -uz "$m" 2>/dev/null
+		fi
+	done
 	[[ -n $daemon_pid ]] && _targets_kill "$daemon_pid" 5
+	[[ -n $daemon2_pid ]] && _targets_kill "$daemon2_pid" 5
+	[[ -n $fake_pid ]] && _targets_kill "$fake_pid" 5
 	tgtd_stop "$work/tgtd"
-	if is_mounted "$mnt"; then
+	if is_mounted "$mnt" || is_mounted "$mnt2"; then
 		echo "# $mnt is still mounted: $work left in place"
 	elif ((rc == 0 && failed == 0)); then
 		rm -rf "$work"
@@ -273,6 +280,59 @@ else
 	fail "qemu-io: an unaligned discard reads back as zeroes"
 	note "$work/log"
 fi
+
+# ---------------------------------------------------------------- a target without WRITE SAME
+
+# tests/malicious/fake_target.py, behaving: no VPD 0xB0/0xB2, no LBPME, and
+# ILLEGAL REQUEST (invalid opcode) for WRITE SAME(16): punching and zeroing
+# fall back to WRITEs of zeroes, and the whole LUN is data.
+fake_py=$here/../malicious/fake_target.py
+for _ in 1 2 3 4 5; do
+	port=$(free_port)
+	python3 "$fake_py" --port "$port" >"$work/fake.log" 2>&1 </dev/null &
+	fake_pid=$!
+	_targets_wait_listen "$fake_pid" "$port" 10 && break
+	_targets_kill "$fake_pid" 2
+	fake_pid=''
+done
+if [[ -n $fake_pid ]] && timeout -k 10 120 "$iserfuse" -o initiator_name=iqn.2026-11.org.example:fsops \
+	"iscsi://127.0.0.1:$port/iqn.2026-11.org.example:malicious/1" "$mnt2" \
+	>"$work/mount2.out" 2>"$work/mount2.err" </dev/null && is_mounted "$mnt2"; then
+	daemon2_pid=$(pgrep -nf -- "$iserfuse .*$mnt2" || true)
+	python3 "$fake_py" --dump 0 $((1024 * 1024)) >"$work/fake.expected"
+	if out=$(timeout -k 10 60 python3 - "$mnt2/lun1" "$work/fake.expected" <<'PY' 2>&1
+import ctypes, os, sys
+libc = ctypes.CDLL(None, use_errno=True)
+libc.fallocate.argtypes = [ctypes.c_int, ctypes.c_int, ctypes.c_int64, ctypes.c_int64]
+want = bytearray(open(sys.argv[2], "rb").read())
+fd = os.open(sys.argv[1], os.O_RDWR)
+for mode, off, n in ((0x03, 1000, 300000), (0x10, 400000, 70000), (0x03, 600 * 512, 100 * 512)):
+    if libc.fallocate(fd, mode, off, n) != 0:
+        sys.exit("fallocate mode %#x %d+%d: %s" % (mode, off, n, os.strerror(ctypes.get_errno())))
+    want[off:off + n] = bytes(n)
+got = os.pread(fd, len(want) + 1, 0)
+if got != bytes(want):
+    sys.exit("content differs at byte %d" % next(i for i in range(len(want)) if got[i] != want[i]))
+seeks = (os.lseek(fd, 5000, os.SEEK_DATA), os.lseek(fd, 5000, os.SEEK_HOLE))
+if seeks != (5000, len(want)):
+    sys.exit("SEEK_DATA/SEEK_HOLE from 5000: %s, want all data" % (seeks,))
+PY
+	); then
+		pass "no WRITE SAME, no LBP: punch and zero range write zeroes (unaligned too), all data for lseek"
+	else
+		fail "no WRITE SAME, no LBP: punch and zero range write zeroes (unaligned too), all data for lseek"
+		echo "#   $out"
+	fi
+	fusermount3 -u "$mnt2" 2>/dev/null || true
+	[[ -n $daemon2_pid ]] && _targets_wait_gone "$daemon2_pid" 20
+	daemon2_pid=''
+else
+	fail "mount the fake target"
+	note "$work/fake.log"
+	note "$work/mount2.err"
+fi
+[[ -n $fake_pid ]] && _targets_kill "$fake_pid" 5
+fake_pid=''
 
 # ---------------------------------------------------------------- read-only
 
