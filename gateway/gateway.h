@@ -10,6 +10,7 @@
 #define FUSE_USE_VERSION 312
 #include <fuse_lowlevel.h>
 #include <stdbool.h>
+#include <stdio.h>
 #include <time.h>
 
 #include "../cache/blkio.h"
@@ -58,8 +59,14 @@ int gw_default_initiator_name(char *out, size_t cap);
  * (the kept default); login_timeout_s 0 means 15 s.  Returns the exit
  * status: 0 once discovery worked (a target whose login fails gets an
  * "Error:" line), 1 for a bad URL, an unreachable portal or a failed
- * discovery login (one line on stderr).
+ * discovery login (one line on stderr).  CHAP credentials (RFC 7143
+ * §12.1.3) come from the URL, secret_file (may be NULL) or the
+ * environment, as for a mount (gw_creds_load), and serve the discovery
+ * session and every target's session.
  */
-int gw_list(const char *url, const char *initiator_name, unsigned login_timeout_s);
+int gw_list(const char *url, const char *initiator_name, unsigned login_timeout_s, const char *secret_file);
+
+/* iserfuse --version (version.c): ours, libfuse's, libibverbs' at build and run time, to f. */
+void gw_print_version(FILE *f);
 
 #endif

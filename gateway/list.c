@@ -16,6 +16,7 @@
 #include "../initiator/discovery.h"
 #include "../initiator/log.h"
 #include "../initiator/url.h"
+#include "credentials.h"
 #include "gateway.h"
 
 #define LIST_SCRATCH (64u * 1024u) /* REPORT LUNS reads at most 64 KiB */
@@ -89,7 +90,7 @@ static void print_lun(const struct iscsi_lun_info *info)
 
 /* Log in to one target through one portal and print its LUNs.  Failures are printed, not returned. */
 static void list_portal(const char *target, const struct iscsi_portal *portal, const char *initiator_name,
-			int timeout_ms, struct buf_pool *pool)
+			const struct gw_creds *creds, int timeout_ms, struct buf_pool *pool)
 {
 	struct iscsi_session_config sc = {
 		.transport = &iscsi_tcp_transport,
@@ -109,8 +110,13 @@ static void list_portal(const char *target, const struct iscsi_portal *portal, c
 	snprintf(sc.target_name, sizeof(sc.target_name), "%s", target);
 	snprintf(sc.initiator_name, sizeof(sc.initiator_name), "%s", initiator_name);
 	iscsi_neg_config_default(&sc.neg);
+	memcpy(sc.chap_user, creds->user, sizeof(sc.chap_user));
+	memcpy(sc.chap_secret, creds->secret, sizeof(sc.chap_secret));
+	memcpy(sc.chap_mutual_user, creds->mutual_user, sizeof(sc.chap_mutual_user));
+	memcpy(sc.chap_mutual_secret, creds->mutual_secret, sizeof(sc.chap_mutual_secret));
 
 	int rc = iscsi_session_open(&sc, &s, err, sizeof(err));
+	gw_creds_wipe_session(&sc);
 	if (rc == 0 && shown.tpgt < 0)
 		shown.tpgt = iscsi_session_params(s)->target_portal_group_tag;
 	iscsi_portal_format(&shown, where, sizeof(where));
@@ -143,12 +149,13 @@ static void list_portal(const char *target, const struct iscsi_portal *portal, c
 	fflush(stdout);
 }
 
-int gw_list(const char *url_text, const char *initiator_name_opt, unsigned login_timeout_s)
+int gw_list(const char *url_text, const char *initiator_name_opt, unsigned login_timeout_s, const char *secret_file)
 {
 	struct iscsi_url url = {0};
 	struct iscsi_discovery_config dc = {.transport = &iscsi_tcp_transport};
 	struct iscsi_disc_list list = {0};
 	struct buf_pool *pool = NULL;
+	struct gw_creds creds = {0};
 	char err[512] = "";
 	int timeout_ms = (int)(login_timeout_s ? login_timeout_s : 15) * 1000;
 	int rc = 1;
@@ -161,10 +168,9 @@ int gw_list(const char *url_text, const char *initiator_name_opt, unsigned login
 		fprintf(stderr, "iserfuse: iSER transport (?iser) is not available in this build\n");
 		goto out;
 	}
-	if (url.user[0] || url.password[0]) {
-		fprintf(stderr, "iserfuse: CHAP credentials in the URL are not supported by --list yet\n");
+	if (gw_creds_load(&creds, &url, secret_file))
 		goto out;
-	}
+	iscsi_url_wipe(&url); /* keeps host, port and target; the password is gone */
 	if (initiator_name_opt)
 		snprintf(dc.initiator_name, sizeof(dc.initiator_name), "%s", initiator_name_opt);
 	else if (gw_default_initiator_name(dc.initiator_name, sizeof(dc.initiator_name)))
@@ -173,6 +179,10 @@ int gw_list(const char *url_text, const char *initiator_name_opt, unsigned login
 	dc.port = url.port;
 	dc.timeout_ms = timeout_ms;
 	iscsi_neg_config_default(&dc.neg);
+	memcpy(dc.chap_user, creds.user, sizeof(dc.chap_user));
+	memcpy(dc.chap_secret, creds.secret, sizeof(dc.chap_secret));
+	memcpy(dc.chap_mutual_user, creds.mutual_user, sizeof(dc.chap_mutual_user));
+	memcpy(dc.chap_mutual_secret, creds.mutual_secret, sizeof(dc.chap_mutual_secret));
 
 	setvbuf(stdout, NULL, _IOLBF, 0);
 	signal(SIGALRM, watchdog);
@@ -180,6 +190,8 @@ int gw_list(const char *url_text, const char *initiator_name_opt, unsigned login
 		 url.host, url.port);
 	alarm((unsigned)(4 * timeout_ms / 1000 + 5));
 	int drc = iscsi_discover(&dc, &list, err, sizeof(err));
+	explicit_bzero(dc.chap_secret, sizeof(dc.chap_secret));
+	explicit_bzero(dc.chap_mutual_secret, sizeof(dc.chap_mutual_secret));
 	alarm(0);
 	if (drc) {
 		printable(err);
@@ -200,14 +212,15 @@ int gw_list(const char *url_text, const char *initiator_name_opt, unsigned login
 		printf("Target: %s\n", t->name);
 		fflush(stdout);
 		if (t->nportals == 0)
-			list_portal(t->name, &fallback, dc.initiator_name, timeout_ms, pool);
+			list_portal(t->name, &fallback, dc.initiator_name, &creds, timeout_ms, pool);
 		for (size_t j = 0; j < t->nportals; j++)
-			list_portal(t->name, &t->portals[j], dc.initiator_name, timeout_ms, pool);
+			list_portal(t->name, &t->portals[j], dc.initiator_name, &creds, timeout_ms, pool);
 	}
 	rc = 0;
 out:
 	buf_pool_destroy(pool);
 	iscsi_disc_list_free(&list);
 	iscsi_url_wipe(&url);
+	gw_creds_wipe(&creds);
 	return rc;
 }
