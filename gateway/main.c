@@ -18,6 +18,7 @@
 #include <string.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
+#include <systemd/sd-daemon.h>
 #include <unistd.h>
 
 #include "../initiator/log.h"
@@ -680,6 +681,11 @@ int main(int argc, char **argv)
 		fprintf(stderr, "iserfuse: %s\n", err);
 		goto out_session;
 	}
+	g.transport = sc.transport->name;
+	if (gw_byid_build(&g)) {
+		fprintf(stderr, "iserfuse: out of memory\n");
+		goto out_session;
+	}
 	if (fuse_set_signal_handlers(se) || fuse_session_mount(se, cmd.mountpoint)) {
 		fprintf(stderr, "iserfuse: cannot mount on %s\n", cmd.mountpoint);
 		goto out_session;
@@ -688,6 +694,8 @@ int main(int argc, char **argv)
 	signal(SIGALRM, SIG_DFL);
 	report_ready(ready_fd);
 	ready_fd = -1;
+	/* Type=notify units: the mount is live (a no-op without $NOTIFY_SOCKET). */
+	sd_notifyf(0, "READY=1\nSTATUS=%zu LUN(s) of %s mounted on %s", g.nluns, url.target, cmd.mountpoint);
 	if (!cmd.foreground) {
 		if (chdir("/"))
 			log_warn("chdir /: %s", strerror(errno));
@@ -706,6 +714,7 @@ int main(int argc, char **argv)
 		lrc = fuse_session_loop_mt(se, lc);
 		fuse_loop_cfg_destroy(lc);
 	}
+	sd_notify(0, "STOPPING=1");
 	fuse_session_unmount(se);
 	fuse_remove_signal_handlers(se);
 	sync_res = calloc(g.nluns, sizeof(*sync_res));
@@ -726,6 +735,7 @@ out_session:
 	for (size_t i = 0; i < g.nluns; i++)
 		blk_dev_fini(&g.luns[i].dev);
 	free(g.luns);
+	gw_byid_free(&g);
 	buf_pool_destroy(g.pool);
 out:
 	if (se)
