@@ -16,16 +16,6 @@ struct parse_state {
 	char err[256];
 };
 
-/* fgets that counts lines, so that handler errors know where they are. */
-static char *counting_reader(char *str, int num, void *stream)
-{
-	struct parse_state *p = stream;
-	char *r = fgets(str, num, p->f);
-	if (r)
-		p->line++;
-	return r;
-}
-
 static int fail(struct parse_state *p, const char *fmt, const char *a, const char *b)
 {
 	if (!p->err_line) {
@@ -33,6 +23,53 @@ static int fail(struct parse_state *p, const char *fmt, const char *a, const cha
 		snprintf(p->err, sizeof(p->err), fmt, a, b);
 	}
 	return 0;
+}
+
+static bool good_section_name(const char *s);
+
+/* A "[name]" line: a new target, unless the name is bad or taken (errors at this line). */
+static void section_header(struct parse_state *p, const char *line)
+{
+	struct gw_config *c = p->c;
+	char name[128];
+	const char *end = strchr(line, ']');
+	if (!end || (size_t)(end - line - 1) >= sizeof(name))
+		return; /* inih reports the syntax error */
+	memcpy(name, line + 1, (size_t)(end - line - 1));
+	name[end - line - 1] = '\0';
+	if (!good_section_name(name)) {
+		fail(p, "bad section name [%s]: letters, digits, '_', '-' and '.' expected%s", name, "");
+		return;
+	}
+	if (gw_config_find(c, name)) {
+		fail(p, "section [%s] appears twice%s", name, "");
+		return;
+	}
+	struct gw_config_target *n = realloc(c->targets, (c->ntargets + 1) * sizeof(*n));
+	if (!n) {
+		fail(p, "out of memory%s%s", "", "");
+		return;
+	}
+	c->targets = n;
+	memset(&n[c->ntargets], 0, sizeof(*n));
+	n[c->ntargets].name = strdup(name);
+	n[c->ntargets].line = p->line;
+	if (n[c->ntargets].name)
+		c->ntargets++;
+}
+
+/* fgets that counts lines (so that errors know where they are) and sees section headers. */
+static char *counting_reader(char *str, int num, void *stream)
+{
+	struct parse_state *p = stream;
+	char *r = fgets(str, num, p->f);
+	if (r) {
+		p->line++;
+		const char *q = r + strspn(r, " \t");
+		if (*q == '[')
+			section_header(p, q);
+	}
+	return r;
 }
 
 static bool good_section_name(const char *s)
@@ -51,7 +88,17 @@ static int set_once(struct parse_state *p, char **field, const char *section, co
 	if (*field)
 		return fail(p, "key '%s' given twice in %s", key, section[0] ? section : "the global part");
 	*field = strdup(value);
-	return *field ? 1 : fail(p, "out of memory%s%s", "", "");
+	if (!*field)
+		return fail(p, "out of memory%s%s", "", "");
+	if (!strcmp(key, "options")) {
+		/* "ro, queue_depth=64": blanks around the commas mean nothing */
+		char *w = *field;
+		for (const char *r = *field; *r; r++)
+			if (*r != ' ' && *r != '\t')
+				*w++ = *r;
+		*w = '\0';
+	}
+	return 1;
 }
 
 static int handler(void *user, const char *section, const char *name, const char *value)
@@ -66,24 +113,9 @@ static int handler(void *user, const char *section, const char *name, const char
 			return set_once(p, &c->options, section, name, value);
 		return fail(p, "unknown key '%s'%s (global keys: initiator_name, options)", name, "");
 	}
-	if (!good_section_name(section))
-		return fail(p, "bad section name [%s]: letters, digits, '_', '-' and '.' expected%s", section, "");
 	struct gw_config_target *t = c->ntargets ? &c->targets[c->ntargets - 1] : NULL;
-	if (!t || strcmp(t->name, section) != 0) {
-		if (gw_config_find(c, section))
-			return fail(p, "section [%s] appears twice%s", section, "");
-		struct gw_config_target *n = realloc(c->targets, (c->ntargets + 1) * sizeof(*n));
-		if (!n)
-			return fail(p, "out of memory%s%s", "", "");
-		c->targets = n;
-		t = &n[c->ntargets];
-		memset(t, 0, sizeof(*t));
-		t->name = strdup(section);
-		t->line = p->line;
-		c->ntargets++;
-		if (!t->name)
-			return fail(p, "out of memory%s%s", "", "");
-	}
+	if (!t || strcmp(t->name, section) != 0)
+		return 0; /* a bad or repeated section: already reported by section_header */
 	if (!strcmp(name, "url"))
 		return set_once(p, &t->url, section, name, value);
 	if (!strcmp(name, "secret_file"))
@@ -115,13 +147,14 @@ int gw_config_load(const char *path, bool must_exist, struct gw_config *c)
 		fprintf(stderr, "iserfuse: %s: cannot read it\n", path);
 		goto fail;
 	}
+	/* The first error wins: one of ours (p.err_line) or inih's syntax error (rc > 0). */
+	if (p.err_line && (rc <= 0 || p.err_line <= rc)) {
+		fprintf(stderr, "iserfuse: %s:%d: %s\n", path, p.err_line, p.err);
+		goto fail;
+	}
 	if (rc > 0) {
-		/* inih reports the first bad line; the handler knows why, unless it was the syntax. */
-		if (p.err_line == rc)
-			fprintf(stderr, "iserfuse: %s:%d: %s\n", path, rc, p.err);
-		else
-			fprintf(stderr, "iserfuse: %s:%d: syntax error: 'key = value', '[section]' or a comment expected\n",
-				path, rc);
+		fprintf(stderr, "iserfuse: %s:%d: syntax error: 'key = value', '[section]' or a comment expected\n",
+			path, rc);
 		goto fail;
 	}
 	for (size_t i = 0; i < c->ntargets; i++) {

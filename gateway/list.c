@@ -60,6 +60,14 @@ static void watchdog(int sig)
 	_exit(1);
 }
 
+static void wipe_discovery_creds(struct iscsi_discovery_config *dc)
+{
+	explicit_bzero(dc->chap_user, sizeof(dc->chap_user));
+	explicit_bzero(dc->chap_secret, sizeof(dc->chap_secret));
+	explicit_bzero(dc->chap_mutual_user, sizeof(dc->chap_mutual_user));
+	explicit_bzero(dc->chap_mutual_secret, sizeof(dc->chap_mutual_secret));
+}
+
 /* Messages may quote what the target sent: keep control characters off the terminal. */
 static void printable(char *s)
 {
@@ -190,8 +198,14 @@ int gw_list(const char *url_text, const char *initiator_name_opt, unsigned login
 		 url.host, url.port);
 	alarm((unsigned)(4 * timeout_ms / 1000 + 5));
 	int drc = iscsi_discover(&dc, &list, err, sizeof(err));
-	explicit_bzero(dc.chap_secret, sizeof(dc.chap_secret));
-	explicit_bzero(dc.chap_mutual_secret, sizeof(dc.chap_mutual_secret));
+	if (drc == -EACCES && dc.chap_user[0]) {
+		/* Many targets (tgt among them) authenticate target logins only: the
+		 * credentials still serve those. */
+		log_info("discovery: the CHAP login was refused; trying without CHAP");
+		wipe_discovery_creds(&dc);
+		drc = iscsi_discover(&dc, &list, err, sizeof(err));
+	}
+	wipe_discovery_creds(&dc);
 	alarm(0);
 	if (drc) {
 		printable(err);

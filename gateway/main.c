@@ -130,8 +130,8 @@ static void usage(FILE *f)
 		"    -o noop_timeout=S      no answer S seconds after a ping drops the connection (default 5)\n"
 		"    -o header_digest=D     CRC32C header digests: none, crc32c (required) or auto (default none)\n"
 		"    -o data_digest=D       CRC32C data digests: none, crc32c (required) or auto (default none)\n"
-		"    -o secret_file=PATH    CHAP credentials, 'key = value' lines: username, password,\n"
-		"                           mutual_username, mutual_password (mode 0600 or stricter; default none)\n"
+		"    -o secret_file=PATH    CHAP credentials (default none): 'key = value' lines: username,\n"
+		"                           password, mutual_username, mutual_password (mode 0600 or stricter)\n"
 		"                           CHAP credentials come from the URL (user%%password@, ?target_user=,\n"
 		"                           ?target_password= for mutual CHAP), then secret_file, then\n"
 		"                           ISERFUSE_CHAP_USERNAME, ISERFUSE_CHAP_PASSWORD,\n"
@@ -594,6 +594,7 @@ int main(int argc, char **argv)
 		goto out;
 	}
 	explicit_bzero(o.url, strlen(o.url));
+	log_set_context(url.target); /* every line names the target (and the LUN where it is about one) */
 	if (gw_creds_load(&creds, &url, o.secret_file))
 		goto out;
 	iscsi_url_wipe(&url);
