@@ -218,6 +218,31 @@ unmount "$mnt" || true
 wait "$fg" || true
 check "-o log_level=info, foreground: lines on stderr name the target" grep -q "^iserfuse: $TGT_IQN: lun1: " "$work/fg.log"
 
+# ---------------------------------------------------------------- sd_notify readiness (Type=notify)
+sock=$work/notify.sock
+python3 - "$sock" "$mnt" >"$work/notify.out" 2>&1 <<'PY' &
+import socket, sys
+s = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
+s.bind(sys.argv[1])
+s.settimeout(60)
+while True:
+    msg = s.recv(4096).decode()
+    with open("/proc/mounts") as f:
+        live = any(" %s " % sys.argv[2] in line for line in f)
+    print(msg.replace("\n", " | "), "[mounted]" if live else "[not mounted]", flush=True)
+    if "READY=1" in msg:
+        break
+PY
+listener=$!
+for _ in $(seq 100); do [[ -S $sock ]] && break; sleep 0.1; done
+NOTIFY_SOCKET=$sock timeout -k 5 60 "$iserfuse" -f -o "initiator_name=$initiator" "$url" "$mnt" >"$work/notify.log" 2>&1 &
+daemon=$!
+wait "$listener" || true
+check "READY=1 reaches \$NOTIFY_SOCKET once the mount is live" grep -q "READY=1.*\[mounted\]" "$work/notify.out" ||
+	note "$work/notify.out"
+unmount "$mnt" || true
+wait "$daemon" || true
+
 # ---------------------------------------------------------------- fstab forms
 if run_ok "mount.fuse3 'iserfuse#URL' MOUNTPOINT -o ro,_netdev,nofail,noauto,x-systemd.automount" \
 	env PATH="$(dirname "$iserfuse"):$PATH" mount.fuse3 "iserfuse#$url" "$mnt" \
