@@ -135,8 +135,8 @@ int gw_config_load(const char *path, bool must_exist, struct gw_config *c)
 	memset(c, 0, sizeof(*c));
 	p.f = fopen(path, "r");
 	if (!p.f) {
-		if (errno == ENOENT && !must_exist)
-			return 0;
+		if ((errno == ENOENT || errno == EACCES) && !must_exist)
+			return 0; /* the system default, absent or not for this user */
 		fprintf(stderr, "iserfuse: %s: %s\n", path, strerror(errno));
 		return -1;
 	}

@@ -41,7 +41,8 @@ struct gw_config {
 
 /*
  * Read `path` into *c (owned by the caller: gw_config_free).  With
- * must_exist false a missing file is not an error (c stays empty).
+ * must_exist false a file that is missing or that the caller may not read
+ * is not an error (c stays empty).
  * Returns 0, or -1 after printing one line "iserfuse: PATH:LINE: why" (or
  * "iserfuse: PATH: why") on stderr.
  */

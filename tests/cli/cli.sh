@@ -275,9 +275,12 @@ umount "$mnt"
 mount -T "$work/fstab" "$work/mnt2"
 cmp -n 65536 -i 0:196608 "$work/pattern" "$work/mnt2/lun1"
 umount "$work/mnt2"
+mount -t fuse.iserfuse -o ro,_netdev,nofail,initiator_name=$initiator "$url" "$mnt"
+grep " $mnt fuse.iserfuse ro," /proc/mounts
+umount "$mnt"
 echo fstab-ok
 EOF
-	if run_ok "mount(8) with an fstab line 'URL MOUNTPOINT fuse.iserfuse ro,_netdev,nofail' and one by section name" \
+	if run_ok "mount(8): fstab lines 'URL MOUNTPOINT fuse.iserfuse ro,_netdev,nofail' and by section name; mount -t fuse.iserfuse" \
 		unshare -m --propagation private bash "$work/ns.sh"; then
 		check "both fstab mounts read the pattern" grep -q fstab-ok "$work/out"
 	fi
