@@ -8,6 +8,7 @@
  */
 #include <errno.h>
 #include <signal.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -68,6 +69,47 @@ static void wipe_discovery_creds(struct iscsi_discovery_config *dc)
 	explicit_bzero(dc->chap_mutual_secret, sizeof(dc->chap_mutual_secret));
 }
 
+/*
+ * What the listing waits for, when stderr is a terminal: one line on
+ * stderr, overwritten as the work moves on, erased before any output line.
+ */
+static bool progress_on, progress_shown;
+static char progress_target[ISCSI_NAME_MAX + 32]; /* "[i/n] iqn..." */
+
+static void progress(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+static void progress(const char *fmt, ...)
+{
+	va_list ap;
+	if (!progress_on)
+		return;
+	fputs("\r\033[K", stderr);
+	va_start(ap, fmt);
+	vfprintf(stderr, fmt, ap);
+	va_end(ap);
+	fflush(stderr);
+	progress_shown = true;
+}
+
+static void progress_clear(void)
+{
+	if (progress_shown) {
+		fputs("\r\033[K", stderr);
+		fflush(stderr);
+		progress_shown = false;
+	}
+}
+
+/* printf to stdout, erasing the progress line first. */
+static void out(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+static void out(const char *fmt, ...)
+{
+	va_list ap;
+	progress_clear();
+	va_start(ap, fmt);
+	vprintf(fmt, ap);
+	va_end(ap);
+}
+
 /* Messages may quote what the target sent: keep control characters off the terminal. */
 static void printable(char *s)
 {
@@ -85,15 +127,15 @@ static void print_lun(const struct iscsi_lun_info *info)
 		snprintf(type, sizeof(type), "controller");
 	else
 		snprintf(type, sizeof(type), "0x%02x", info->inq.device_type);
-	printf("  Lun %u: type %s, %s %s", info->lun, type, info->inq.vendor[0] ? info->inq.vendor : "-",
+	out("  Lun %u: type %s, %s %s", info->lun, type, info->inq.vendor[0] ? info->inq.vendor : "-",
 	       info->inq.product[0] ? info->inq.product : "-");
 	if (info->inq.qualifier == 0 && info->inq.device_type == 0) {
 		char hs[32];
 		human_size(info->cap.nblocks * (uint64_t)info->cap.block_size, hs, sizeof(hs));
-		printf(", %llu blocks of %u bytes (%s)", (unsigned long long)info->cap.nblocks, info->cap.block_size,
+		out(", %llu blocks of %u bytes (%s)", (unsigned long long)info->cap.nblocks, info->cap.block_size,
 		       hs);
 	}
-	printf(", id %s\n", info->devid[0] ? info->devid : "-");
+	out(", id %s\n", info->devid[0] ? info->devid : "-");
 }
 
 /* Log in to one target through one portal and print its LUNs.  Failures are printed, not returned. */
@@ -123,30 +165,33 @@ static void list_portal(const char *target, const struct iscsi_portal *portal, c
 	memcpy(sc.chap_mutual_user, creds->mutual_user, sizeof(sc.chap_mutual_user));
 	memcpy(sc.chap_mutual_secret, creds->mutual_secret, sizeof(sc.chap_mutual_secret));
 
+	progress("%s: logging in via %s:%u ...", progress_target, portal->host, portal->port);
 	int rc = iscsi_session_open(&sc, &s, err, sizeof(err));
 	gw_creds_wipe_session(&sc);
 	if (rc == 0 && shown.tpgt < 0)
 		shown.tpgt = iscsi_session_params(s)->target_portal_group_tag;
 	iscsi_portal_format(&shown, where, sizeof(where));
-	printf("  Portal: %s\n", where);
+	out("  Portal: %s\n", where);
 	if (rc) {
 		printable(err);
-		printf("  Error: %s\n", err[0] ? err : strerror(-rc));
+		out("  Error: %s\n", err[0] ? err : strerror(-rc));
 		alarm(0);
 		fflush(stdout);
 		return;
 	}
 	void *scratch = buf_pool_get(pool, NULL);
 	size_t slen = buf_pool_slice_size(pool);
+	progress("%s: REPORT LUNS ...", progress_target);
 	rc = iscsi_report_luns(s, scratch, slen, luns, GW_MAX_LUNS, &nluns);
 	if (rc) {
-		printf("  Error: REPORT LUNS failed: %s\n", strerror(-rc));
+		out("  Error: REPORT LUNS failed: %s\n", strerror(-rc));
 	} else {
 		for (size_t i = 0; i < nluns; i++) {
 			struct iscsi_lun_info info;
+			progress("%s: probing LUN %u ...", progress_target, luns[i]);
 			rc = iscsi_lun_probe(s, luns[i], scratch, slen, &info);
 			if (rc)
-				printf("  Lun %u: probe failed: %s\n", luns[i], strerror(-rc));
+				out("  Lun %u: probe failed: %s\n", luns[i], strerror(-rc));
 			else
 				print_lun(&info);
 		}
@@ -197,10 +242,13 @@ int gw_list(const char *url_text, const char *initiator_name_opt, unsigned login
 	snprintf(watchdog_msg, sizeof(watchdog_msg), "iserfuse: discovery on %s:%u did not finish in time\n",
 		 url.host, url.port);
 	alarm((unsigned)(4 * timeout_ms / 1000 + 5));
+	progress_on = isatty(2);
+	progress("discovery on %s:%u ...", url.host, url.port);
 	int drc = iscsi_discover(&dc, &list, err, sizeof(err));
 	if (drc == -EACCES && dc.chap_user[0]) {
 		/* Many targets (tgt among them) authenticate target logins only: the
 		 * credentials still serve those. */
+		progress_clear();
 		log_info("discovery: the CHAP login was refused; trying without CHAP");
 		wipe_discovery_creds(&dc);
 		drc = iscsi_discover(&dc, &list, err, sizeof(err));
@@ -209,6 +257,7 @@ int gw_list(const char *url_text, const char *initiator_name_opt, unsigned login
 	alarm(0);
 	if (drc) {
 		printable(err);
+		progress_clear();
 		fprintf(stderr, "iserfuse: %s\n", err[0] ? err : strerror(-drc));
 		goto out;
 	}
@@ -223,7 +272,8 @@ int gw_list(const char *url_text, const char *initiator_name_opt, unsigned login
 		const struct iscsi_disc_target *t = &list.targets[i];
 		if (url.target[0] && strcmp(url.target, t->name) != 0)
 			continue;
-		printf("Target: %s\n", t->name);
+		out("Target: %s\n", t->name);
+		snprintf(progress_target, sizeof(progress_target), "[%zu/%zu] %s", i + 1, list.ntargets, t->name);
 		fflush(stdout);
 		if (t->nportals == 0)
 			list_portal(t->name, &fallback, dc.initiator_name, &creds, timeout_ms, pool);
@@ -232,6 +282,7 @@ int gw_list(const char *url_text, const char *initiator_name_opt, unsigned login
 	}
 	rc = 0;
 out:
+	progress_clear();
 	buf_pool_destroy(pool);
 	iscsi_disc_list_free(&list);
 	iscsi_url_wipe(&url);

@@ -303,6 +303,12 @@ if timeout 10 tgtadm -C "$ctl" --lld iscsi --op new --mode account --user clilis
 		"iscsi://clilist%cli-secret-123@127.0.0.1:$port" &&
 		check "--list with CHAP from the URL shows LUN 1 and no password" \
 			bash -c "grep -q '^  Lun 1: type disk' '$work/out' && ! grep -q cli-secret-123 '$work/out'"
+	if command -v script >/dev/null; then
+		timeout 60 script -qec "'$iserfuse' --list -o 'secret_file=$work/secret,initiator_name=$initiator' iscsi://127.0.0.1:$port" \
+			/dev/null 2>&1 | cat -v >"$work/tty.out" || true
+		check "--list on a terminal shows what it waits for" grep -q "disk: logging in via 127.0.0.1:$port \.\.\." "$work/tty.out"
+		check "--list on a terminal erases that line before each output line" grep -qF '^M^[[K  Lun 1: type disk' "$work/tty.out"
+	fi
 	printf '[lab]\nurl = iscsi://127.0.0.1:%s\nsecret_file = %s\n' "$port" "$work/secret" >"$work/list.conf"
 	run_ok "--list NAME takes url and secret_file from the section" "$iserfuse" --list \
 		-o "config=$work/list.conf,initiator_name=$initiator" lab &&
