@@ -11,8 +11,11 @@
 # from a configuration section; the fstab forms through mount.fuse3 and
 # mount(8) (fstab words such as _netdev and nofail accepted); .stats values
 # before and after a known dd; by-id/ names against iscsi-inq's VPD 0x83;
-# --list with CHAP credentials; log lines naming the target; the systemd
-# unit through systemd-analyze verify; the man page through man and mandoc.
+# --list with CHAP credentials and its progress line on a terminal; log
+# lines naming the target; READY=1 to $NOTIFY_SOCKET once mounted; every
+# runnable command of the man page's EXAMPLES (URLs and paths swapped); the
+# systemd unit through systemd-analyze verify; the man page through man and
+# mandoc.
 #
 # Prints "ok - ..." / "not ok - ..." and "N passed, M failed"; exits 1 if
 # anything failed, 77 (skip) when not root.  Needs root, /dev/fuse, tgt,
