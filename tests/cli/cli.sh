@@ -213,6 +213,13 @@ if run_ok "iserfuse NAME MOUNTPOINT with -o ro on the command line" "$iserfuse" 
 	unmount "$mnt" || true
 fi
 
+printf 'options = ro\n[rolab]\nurl = %s\noptions = initiator_name=%s\n' "$url" "$initiator" >"$work/ro.conf"
+if run_ok "options = ro in the file's global part" "$iserfuse" -o "config=$work/ro.conf" rolab "$mnt"; then
+	check "the file's ro reaches the kernel mount" grep -qE " $mnt fuse.iserfuse ro[, ]" /proc/mounts
+	check_eq "the file's ro: lun1 is 0400" "$(stat -c %a "$mnt/lun1")" 400
+	unmount "$mnt" || true
+fi
+
 # ---------------------------------------------------------------- logging names the target
 timeout -k 5 30 "$iserfuse" -f -o log_level=info,initiator_name="$initiator" "$url" "$mnt" >"$work/fg.log" 2>&1 &
 fg=$!
