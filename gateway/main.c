@@ -112,7 +112,7 @@ static void usage(FILE *f)
 	fprintf(f,
 		"usage: iserfuse [options] iscsi://[user[%%password]@]host[:port]/target-iqn[/lun] MOUNTPOINT\n"
 		"       iserfuse [options] NAME [MOUNTPOINT]     (section [NAME] of the configuration file)\n"
-		"       iserfuse --list [options] iscsi://host[:port]\n"
+		"       iserfuse --list [options] iscsi://host[:port] | NAME\n"
 		"\n"
 		"Exposes the disk LUNs of an iSCSI target as files MOUNTPOINT/lun<N>.\n"
 		"Every option can also be given as -o key=value (for /etc/fstab: fuse.iserfuse).\n"
