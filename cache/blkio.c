@@ -36,6 +36,7 @@ int blk_dev_init(struct blk_dev *d, struct iscsi_session *s, struct buf_pool *po
 	d->s = s;
 	d->pool = pool;
 	d->lun_field = info->lun_field;
+	d->lun = info->lun;
 	d->bs = info->cap.block_size;
 	d->nblocks = info->cap.nblocks;
 	d->size = d->nblocks * d->bs;
@@ -167,11 +168,13 @@ static void merge_edge(struct blk_req *r, uint64_t lba, const uint8_t *e)
 	if (r->off > b0) {
 		uint64_t stop = r->off < b1 ? r->off : b1;
 		memcpy(dst, e, stop - b0);
+		atomic_fetch_add_explicit(&r->d->rmw_bytes_copied, stop - b0, memory_order_relaxed);
 	}
 	uint64_t wend = r->off + r->len;
 	if (wend < b1) {
 		uint64_t start = wend > b0 ? wend : b0;
 		memcpy(dst + (start - b0), e + (start - b0), b1 - start);
+		atomic_fetch_add_explicit(&r->d->rmw_bytes_copied, b1 - start, memory_order_relaxed);
 	}
 }
 
@@ -192,7 +195,8 @@ static void cmd_done(void *arg, const struct iscsi_cmd_result *res)
 		if (r->phase == PH_SYNC && err == -EOPNOTSUPP)
 			err = 0; /* no cache to flush */
 		else
-			log_warn("LUN I/O failed: %s (status 0x%02x, sense %x/%02x/%02x)", strerror(-err), res->status,
+			log_warn("LUN %u: I/O failed: %s (status 0x%02x, sense %x/%02x/%02x)", d->lun, strerror(-err),
+				 res->status,
 				 res->has_sense ? res->sense.key : 0, res->has_sense ? res->sense.asc : 0,
 				 res->has_sense ? res->sense.ascq : 0);
 		finish(r, err);

@@ -41,6 +41,8 @@ struct blk_dev {
 	struct blk_req *writes;    /* writes in flight (their block extents) */
 	struct blk_req *reqs;      /* one per pool slice */
 	atomic_uint_fast64_t rmw_count;
+	atomic_uint_fast64_t rmw_bytes_copied; /* edge-block bytes merged into writes (read-modify-write) */
+	uint16_t lun;              /* the LUN number, for messages */
 };
 
 /*

@@ -61,6 +61,17 @@ static void gw_init(void *userdata, struct fuse_conn_info *conn)
 static void gw_lookup(fuse_req_t req, fuse_ino_t parent, const char *name)
 {
 	struct gw *g = gw_of(req);
+	fuse_ino_t extra = gw_extra_lookup(g, parent, name); /* .stats, by-id/ and its links */
+	if (extra) {
+		struct fuse_entry_param e = {.ino = extra, .attr_timeout = ATTR_TIMEOUT, .entry_timeout = ATTR_TIMEOUT};
+		gw_extra_attr(g, extra, &e.attr);
+		fuse_reply_entry(req, &e);
+		return;
+	}
+	if (parent == GW_BYID_INO) {
+		fuse_reply_err(req, ENOENT);
+		return;
+	}
 	if (parent != ROOT_INO) {
 		fuse_reply_err(req, ENOTDIR);
 		return;
@@ -82,6 +93,10 @@ static void gw_getattr(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi
 	struct gw *g = gw_of(req);
 	struct stat st;
 	(void)fi;
+	if (gw_extra_attr(g, ino, &st)) {
+		fuse_reply_attr(req, &st, ATTR_TIMEOUT);
+		return;
+	}
 	if (ino != ROOT_INO && !lun_by_ino(g, ino)) {
 		fuse_reply_err(req, ENOENT);
 		return;
@@ -101,6 +116,13 @@ static void gw_setattr(fuse_req_t req, fuse_ino_t ino, struct stat *attr, int to
 	struct gw_lun *l = lun_by_ino(g, ino);
 	struct stat st;
 	(void)fi;
+	if (gw_extra_attr(g, ino, &st)) {
+		if (to_set & FUSE_SET_ATTR_SIZE)
+			fuse_reply_err(req, ino == GW_STATS_INO ? EACCES : EISDIR);
+		else
+			fuse_reply_attr(req, &st, ATTR_TIMEOUT);
+		return;
+	}
 	if (ino != ROOT_INO && !l) {
 		fuse_reply_err(req, ENOENT);
 		return;
@@ -129,13 +151,17 @@ static void gw_readdir(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off, s
 	char buf[16384];
 	size_t used = 0;
 	(void)fi;
+	if (ino == GW_BYID_INO) {
+		gw_byid_readdir(req, g, size, off);
+		return;
+	}
 	if (ino != ROOT_INO) {
 		fuse_reply_err(req, ENOTDIR);
 		return;
 	}
 	if (size > sizeof(buf))
 		size = sizeof(buf);
-	for (off_t i = off; i < (off_t)g->nluns + 2; i++) {
+	for (off_t i = off; i < (off_t)g->nluns + 4; i++) { /* ., .., the LUNs, .stats, by-id */
 		struct stat st = {0};
 		const char *name;
 		if (i == 0) {
@@ -145,6 +171,14 @@ static void gw_readdir(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off, s
 		} else if (i == 1) {
 			name = "..";
 			st.st_ino = ROOT_INO;
+			st.st_mode = S_IFDIR;
+		} else if (i == (off_t)g->nluns + 2) {
+			name = GW_STATS_NAME;
+			st.st_ino = GW_STATS_INO;
+			st.st_mode = S_IFREG;
+		} else if (i == (off_t)g->nluns + 3) {
+			name = GW_BYID_NAME;
+			st.st_ino = GW_BYID_INO;
 			st.st_mode = S_IFDIR;
 		} else {
 			name = g->luns[i - 2].name;
@@ -163,8 +197,12 @@ static void gw_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 {
 	struct gw *g = gw_of(req);
 	struct gw_lun *l = lun_by_ino(g, ino);
+	if (ino == GW_STATS_INO) {
+		gw_stats_open(req, fi);
+		return;
+	}
 	if (!l) {
-		fuse_reply_err(req, ino == ROOT_INO ? EISDIR : ENOENT);
+		fuse_reply_err(req, ino == ROOT_INO || ino == GW_BYID_INO ? EISDIR : ENOENT);
 		return;
 	}
 	if ((fi->flags & O_ACCMODE) != O_RDONLY && l->ro) {
@@ -216,6 +254,10 @@ static void gw_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off, stru
 {
 	struct gw *g = gw_of(req);
 	struct gw_lun *l = lun_by_ino(g, ino);
+	if (ino == GW_STATS_INO) {
+		gw_stats_read(req, size, off, fi);
+		return;
+	}
 	if (!l) {
 		fuse_reply_err(req, EBADF);
 		return;
@@ -306,7 +348,7 @@ static void do_sync(fuse_req_t req, fuse_ino_t ino)
 {
 	struct gw_lun *l = lun_by_ino(gw_of(req), ino);
 	if (!l) {
-		fuse_reply_err(req, ino == ROOT_INO ? 0 : EBADF);
+		fuse_reply_err(req, ino == ROOT_INO || ino == GW_STATS_INO ? 0 : EBADF);
 		return;
 	}
 	int rc = blk_sync(&l->dev, sync_done, req);
@@ -329,7 +371,10 @@ static void gw_fsync(fuse_req_t req, fuse_ino_t ino, int datasync, struct fuse_f
 
 static void gw_release(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 {
-	(void)ino;
+	if (ino == GW_STATS_INO) {
+		gw_stats_release(req, fi);
+		return;
+	}
 	(void)fi;
 	fuse_reply_err(req, 0);
 }
@@ -462,4 +507,5 @@ const struct fuse_lowlevel_ops gw_ops = {
 	.statfs = gw_statfs,
 	.fallocate = gw_fallocate,
 	.lseek = gw_lseek,
+	.readlink = gw_readlink,
 };

@@ -10,6 +10,7 @@
 #define FUSE_USE_VERSION 312
 #include <fuse_lowlevel.h>
 #include <stdbool.h>
+#include <stdio.h>
 #include <time.h>
 
 #include "../cache/blkio.h"
@@ -37,7 +38,55 @@ struct gw {
 	gid_t gid;
 	mode_t umask;           /* cleared from 0777 (directory) and 0666/0444 (LUN files) */
 	struct timespec mtime;
+	const char *transport;  /* "tcp", "iser": for .stats */
+	struct gw_link *links;  /* by-id/ symlinks (byid.c), nlinks of them */
+	size_t nlinks;
 };
+
+/*
+ * Inodes: 1 the root, 2.. the LUN files, then the files that are not LUNs
+ * (fixed numbers above every LUN's): .stats, by-id/ and its symlinks.
+ */
+#define GW_STATS_INO ((fuse_ino_t)(2 + GW_MAX_LUNS))
+#define GW_BYID_INO ((fuse_ino_t)(3 + GW_MAX_LUNS))
+#define GW_LINK_INO0 ((fuse_ino_t)(4 + GW_MAX_LUNS))
+#define GW_STATS_NAME ".stats"
+#define GW_BYID_NAME "by-id"
+
+/* by-id/NAME -> ../lun<N> */
+struct gw_link {
+	char name[160];
+	char target[24];
+	fuse_ino_t ino;
+};
+
+/*
+ * by-id/ (byid.c): one symlink per VPD 0x83 logical-unit designator (SPC-4
+ * §7.8.6) of each LUN, named like /dev/disk/by-id: wwn-0x<hex> (NAA),
+ * eui-0x<hex> (EUI-64), t10-<vendor_id> (T10 vendor ID, spaces as '_'),
+ * and scsi-<id> for the preferred one (udev's ID_SERIAL form).  Builds
+ * g->links from g->luns.  Returns 0 or -ENOMEM.
+ */
+int gw_byid_build(struct gw *g);
+void gw_byid_free(struct gw *g);
+/* The inode of `name` in directory `parent` among by-id/ and .stats, or 0. */
+fuse_ino_t gw_extra_lookup(struct gw *g, fuse_ino_t parent, const char *name);
+/* Attributes of .stats, by-id/ or a symlink; false if ino is none of them. */
+bool gw_extra_attr(struct gw *g, fuse_ino_t ino, struct stat *st);
+/* readdir of by-id/ and readlink of its symlinks (reply sent). */
+void gw_byid_readdir(fuse_req_t req, struct gw *g, size_t size, off_t off);
+void gw_readlink(fuse_req_t req, fuse_ino_t ino);
+
+/*
+ * .stats (stats.c): "key value" lines, generated on open into a buffer
+ * owned by the open file (a consistent snapshot); read-only, direct_io.
+ * gw_stats_render fills *out (malloc'd, caller frees) and *len (bytes);
+ * returns 0 or -ENOMEM.
+ */
+int gw_stats_render(struct gw *g, char **out, size_t *len);
+void gw_stats_open(fuse_req_t req, struct fuse_file_info *fi);
+void gw_stats_read(fuse_req_t req, size_t size, off_t off, struct fuse_file_info *fi);
+void gw_stats_release(fuse_req_t req, struct fuse_file_info *fi);
 
 /* The FUSE low-level operations (fs.c); userdata is a struct gw. */
 extern const struct fuse_lowlevel_ops gw_ops;
@@ -58,8 +107,14 @@ int gw_default_initiator_name(char *out, size_t cap);
  * (the kept default); login_timeout_s 0 means 15 s.  Returns the exit
  * status: 0 once discovery worked (a target whose login fails gets an
  * "Error:" line), 1 for a bad URL, an unreachable portal or a failed
- * discovery login (one line on stderr).
+ * discovery login (one line on stderr).  CHAP credentials (RFC 7143
+ * §12.1.3) come from the URL, secret_file (may be NULL) or the
+ * environment, as for a mount (gw_creds_load), and serve the discovery
+ * session and every target's session.
  */
-int gw_list(const char *url, const char *initiator_name, unsigned login_timeout_s);
+int gw_list(const char *url, const char *initiator_name, unsigned login_timeout_s, const char *secret_file);
+
+/* iserfuse --version (version.c): ours, libfuse's, libibverbs' at build and run time, to f. */
+void gw_print_version(FILE *f);
 
 #endif

@@ -8,6 +8,7 @@
  */
 #include <errno.h>
 #include <signal.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -16,6 +17,7 @@
 #include "../initiator/discovery.h"
 #include "../initiator/log.h"
 #include "../initiator/url.h"
+#include "credentials.h"
 #include "gateway.h"
 
 #define LIST_SCRATCH (64u * 1024u) /* REPORT LUNS reads at most 64 KiB */
@@ -59,6 +61,55 @@ static void watchdog(int sig)
 	_exit(1);
 }
 
+static void wipe_discovery_creds(struct iscsi_discovery_config *dc)
+{
+	explicit_bzero(dc->chap_user, sizeof(dc->chap_user));
+	explicit_bzero(dc->chap_secret, sizeof(dc->chap_secret));
+	explicit_bzero(dc->chap_mutual_user, sizeof(dc->chap_mutual_user));
+	explicit_bzero(dc->chap_mutual_secret, sizeof(dc->chap_mutual_secret));
+}
+
+/*
+ * What the listing waits for, when stderr is a terminal: one line on
+ * stderr, overwritten as the work moves on, erased before any output line.
+ */
+static bool progress_on, progress_shown;
+static char progress_target[ISCSI_NAME_MAX + 32]; /* "[i/n] iqn..." */
+
+static void progress(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+static void progress(const char *fmt, ...)
+{
+	va_list ap;
+	if (!progress_on)
+		return;
+	fputs("\r\033[K", stderr);
+	va_start(ap, fmt);
+	vfprintf(stderr, fmt, ap);
+	va_end(ap);
+	fflush(stderr);
+	progress_shown = true;
+}
+
+static void progress_clear(void)
+{
+	if (progress_shown) {
+		fputs("\r\033[K", stderr);
+		fflush(stderr);
+		progress_shown = false;
+	}
+}
+
+/* printf to stdout, erasing the progress line first. */
+static void out(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+static void out(const char *fmt, ...)
+{
+	va_list ap;
+	progress_clear();
+	va_start(ap, fmt);
+	vprintf(fmt, ap);
+	va_end(ap);
+}
+
 /* Messages may quote what the target sent: keep control characters off the terminal. */
 static void printable(char *s)
 {
@@ -76,20 +127,20 @@ static void print_lun(const struct iscsi_lun_info *info)
 		snprintf(type, sizeof(type), "controller");
 	else
 		snprintf(type, sizeof(type), "0x%02x", info->inq.device_type);
-	printf("  Lun %u: type %s, %s %s", info->lun, type, info->inq.vendor[0] ? info->inq.vendor : "-",
+	out("  Lun %u: type %s, %s %s", info->lun, type, info->inq.vendor[0] ? info->inq.vendor : "-",
 	       info->inq.product[0] ? info->inq.product : "-");
 	if (info->inq.qualifier == 0 && info->inq.device_type == 0) {
 		char hs[32];
 		human_size(info->cap.nblocks * (uint64_t)info->cap.block_size, hs, sizeof(hs));
-		printf(", %llu blocks of %u bytes (%s)", (unsigned long long)info->cap.nblocks, info->cap.block_size,
+		out(", %llu blocks of %u bytes (%s)", (unsigned long long)info->cap.nblocks, info->cap.block_size,
 		       hs);
 	}
-	printf(", id %s\n", info->devid[0] ? info->devid : "-");
+	out(", id %s\n", info->devid[0] ? info->devid : "-");
 }
 
 /* Log in to one target through one portal and print its LUNs.  Failures are printed, not returned. */
 static void list_portal(const char *target, const struct iscsi_portal *portal, const char *initiator_name,
-			int timeout_ms, struct buf_pool *pool)
+			const struct gw_creds *creds, int timeout_ms, struct buf_pool *pool)
 {
 	struct iscsi_session_config sc = {
 		.transport = &iscsi_tcp_transport,
@@ -109,30 +160,38 @@ static void list_portal(const char *target, const struct iscsi_portal *portal, c
 	snprintf(sc.target_name, sizeof(sc.target_name), "%s", target);
 	snprintf(sc.initiator_name, sizeof(sc.initiator_name), "%s", initiator_name);
 	iscsi_neg_config_default(&sc.neg);
+	memcpy(sc.chap_user, creds->user, sizeof(sc.chap_user));
+	memcpy(sc.chap_secret, creds->secret, sizeof(sc.chap_secret));
+	memcpy(sc.chap_mutual_user, creds->mutual_user, sizeof(sc.chap_mutual_user));
+	memcpy(sc.chap_mutual_secret, creds->mutual_secret, sizeof(sc.chap_mutual_secret));
 
+	progress("%s: logging in via %s:%u ...", progress_target, portal->host, portal->port);
 	int rc = iscsi_session_open(&sc, &s, err, sizeof(err));
+	gw_creds_wipe_session(&sc);
 	if (rc == 0 && shown.tpgt < 0)
 		shown.tpgt = iscsi_session_params(s)->target_portal_group_tag;
 	iscsi_portal_format(&shown, where, sizeof(where));
-	printf("  Portal: %s\n", where);
+	out("  Portal: %s\n", where);
 	if (rc) {
 		printable(err);
-		printf("  Error: %s\n", err[0] ? err : strerror(-rc));
+		out("  Error: %s\n", err[0] ? err : strerror(-rc));
 		alarm(0);
 		fflush(stdout);
 		return;
 	}
 	void *scratch = buf_pool_get(pool, NULL);
 	size_t slen = buf_pool_slice_size(pool);
+	progress("%s: REPORT LUNS ...", progress_target);
 	rc = iscsi_report_luns(s, scratch, slen, luns, GW_MAX_LUNS, &nluns);
 	if (rc) {
-		printf("  Error: REPORT LUNS failed: %s\n", strerror(-rc));
+		out("  Error: REPORT LUNS failed: %s\n", strerror(-rc));
 	} else {
 		for (size_t i = 0; i < nluns; i++) {
 			struct iscsi_lun_info info;
+			progress("%s: probing LUN %u ...", progress_target, luns[i]);
 			rc = iscsi_lun_probe(s, luns[i], scratch, slen, &info);
 			if (rc)
-				printf("  Lun %u: probe failed: %s\n", luns[i], strerror(-rc));
+				out("  Lun %u: probe failed: %s\n", luns[i], strerror(-rc));
 			else
 				print_lun(&info);
 		}
@@ -143,12 +202,13 @@ static void list_portal(const char *target, const struct iscsi_portal *portal, c
 	fflush(stdout);
 }
 
-int gw_list(const char *url_text, const char *initiator_name_opt, unsigned login_timeout_s)
+int gw_list(const char *url_text, const char *initiator_name_opt, unsigned login_timeout_s, const char *secret_file)
 {
 	struct iscsi_url url = {0};
 	struct iscsi_discovery_config dc = {.transport = &iscsi_tcp_transport};
 	struct iscsi_disc_list list = {0};
 	struct buf_pool *pool = NULL;
+	struct gw_creds creds = {0};
 	char err[512] = "";
 	int timeout_ms = (int)(login_timeout_s ? login_timeout_s : 15) * 1000;
 	int rc = 1;
@@ -161,10 +221,9 @@ int gw_list(const char *url_text, const char *initiator_name_opt, unsigned login
 		fprintf(stderr, "iserfuse: iSER transport (?iser) is not available in this build\n");
 		goto out;
 	}
-	if (url.user[0] || url.password[0]) {
-		fprintf(stderr, "iserfuse: CHAP credentials in the URL are not supported by --list yet\n");
+	if (gw_creds_load(&creds, &url, secret_file))
 		goto out;
-	}
+	iscsi_url_wipe(&url); /* keeps host, port and target; the password is gone */
 	if (initiator_name_opt)
 		snprintf(dc.initiator_name, sizeof(dc.initiator_name), "%s", initiator_name_opt);
 	else if (gw_default_initiator_name(dc.initiator_name, sizeof(dc.initiator_name)))
@@ -173,16 +232,32 @@ int gw_list(const char *url_text, const char *initiator_name_opt, unsigned login
 	dc.port = url.port;
 	dc.timeout_ms = timeout_ms;
 	iscsi_neg_config_default(&dc.neg);
+	memcpy(dc.chap_user, creds.user, sizeof(dc.chap_user));
+	memcpy(dc.chap_secret, creds.secret, sizeof(dc.chap_secret));
+	memcpy(dc.chap_mutual_user, creds.mutual_user, sizeof(dc.chap_mutual_user));
+	memcpy(dc.chap_mutual_secret, creds.mutual_secret, sizeof(dc.chap_mutual_secret));
 
 	setvbuf(stdout, NULL, _IOLBF, 0);
 	signal(SIGALRM, watchdog);
 	snprintf(watchdog_msg, sizeof(watchdog_msg), "iserfuse: discovery on %s:%u did not finish in time\n",
 		 url.host, url.port);
 	alarm((unsigned)(4 * timeout_ms / 1000 + 5));
+	progress_on = isatty(2);
+	progress("discovery on %s:%u ...", url.host, url.port);
 	int drc = iscsi_discover(&dc, &list, err, sizeof(err));
+	if (drc == -EACCES && dc.chap_user[0]) {
+		/* Many targets (tgt among them) authenticate target logins only: the
+		 * credentials still serve those. */
+		progress_clear();
+		log_info("discovery: the CHAP login was refused; trying without CHAP");
+		wipe_discovery_creds(&dc);
+		drc = iscsi_discover(&dc, &list, err, sizeof(err));
+	}
+	wipe_discovery_creds(&dc);
 	alarm(0);
 	if (drc) {
 		printable(err);
+		progress_clear();
 		fprintf(stderr, "iserfuse: %s\n", err[0] ? err : strerror(-drc));
 		goto out;
 	}
@@ -197,17 +272,20 @@ int gw_list(const char *url_text, const char *initiator_name_opt, unsigned login
 		const struct iscsi_disc_target *t = &list.targets[i];
 		if (url.target[0] && strcmp(url.target, t->name) != 0)
 			continue;
-		printf("Target: %s\n", t->name);
+		out("Target: %s\n", t->name);
+		snprintf(progress_target, sizeof(progress_target), "[%zu/%zu] %s", i + 1, list.ntargets, t->name);
 		fflush(stdout);
 		if (t->nportals == 0)
-			list_portal(t->name, &fallback, dc.initiator_name, timeout_ms, pool);
+			list_portal(t->name, &fallback, dc.initiator_name, &creds, timeout_ms, pool);
 		for (size_t j = 0; j < t->nportals; j++)
-			list_portal(t->name, &t->portals[j], dc.initiator_name, timeout_ms, pool);
+			list_portal(t->name, &t->portals[j], dc.initiator_name, &creds, timeout_ms, pool);
 	}
 	rc = 0;
 out:
+	progress_clear();
 	buf_pool_destroy(pool);
 	iscsi_disc_list_free(&list);
 	iscsi_url_wipe(&url);
+	gw_creds_wipe(&creds);
 	return rc;
 }

@@ -18,10 +18,12 @@
 #include <string.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
+#include <systemd/sd-daemon.h>
 #include <unistd.h>
 
 #include "../initiator/log.h"
 #include "../initiator/url.h"
+#include "config.h"
 #include "credentials.h"
 #include "gateway.h"
 
@@ -43,6 +45,8 @@ struct options {
 	int cmd_timeout, noop_interval, noop_timeout; /* seconds; -1 = not given */
 	char *header_digest, *data_digest; /* -o header_digest=, data_digest=: none|crc32c|auto */
 	char *secret_file;   /* -o secret_file=PATH: CHAP credentials */
+	char *config;        /* -o config=PATH: the configuration file (default GW_CONFIG_DEFAULT if present) */
+	char *log_level;     /* -o log_level=error|warn|info|debug */
 	int ro;
 	int nonopts;
 	int show_help, show_version;
@@ -51,11 +55,32 @@ struct options {
 	unsigned umask;      /* -o umask=NNN (octal) */
 };
 
-enum { KEY_RO, KEY_HELP, KEY_VERSION, KEY_LIST, KEY_UMASK };
+enum { KEY_RO, KEY_HELP, KEY_VERSION, KEY_LIST, KEY_UMASK, KEY_IGNORE, KEY_STR };
+
+/*
+ * String options: a later one replaces an earlier one (the configuration
+ * file's defaults come first on the argument list), freeing it.
+ */
+static const struct {
+	const char *key; /* "name=" */
+	size_t off;      /* of the char * in struct options */
+} str_opts[] = {
+	{"initiator_name=", offsetof(struct options, initiator_name)},
+	{"header_digest=", offsetof(struct options, header_digest)},
+	{"data_digest=", offsetof(struct options, data_digest)},
+	{"secret_file=", offsetof(struct options, secret_file)},
+	{"config=", offsetof(struct options, config)},
+	{"log_level=", offsetof(struct options, log_level)},
+};
 
 #define OPT(t, p) {t, offsetof(struct options, p), 1}
 static const struct fuse_opt option_spec[] = {
-	OPT("initiator_name=%s", initiator_name),
+	{"initiator_name=", -1U, KEY_STR + 0},
+	{"header_digest=", -1U, KEY_STR + 1},
+	{"data_digest=", -1U, KEY_STR + 2},
+	{"secret_file=", -1U, KEY_STR + 3},
+	{"config=", -1U, KEY_STR + 4},
+	{"log_level=", -1U, KEY_STR + 5},
 	OPT("queue_depth=%u", queue_depth),
 	OPT("max_io_kib=%u", max_io_kib),
 	OPT("pool_slices=%u", pool_slices),
@@ -63,10 +88,16 @@ static const struct fuse_opt option_spec[] = {
 	OPT("cmd_timeout=%d", cmd_timeout),
 	OPT("noop_interval=%d", noop_interval),
 	OPT("noop_timeout=%d", noop_timeout),
-	OPT("header_digest=%s", header_digest),
-	OPT("data_digest=%s", data_digest),
-	OPT("secret_file=%s", secret_file),
 	FUSE_OPT_KEY("ro", KEY_RO),
+	/* mount(8) and fstab words that mean nothing to a FUSE daemon (mount.fuse3 drops most of them too) */
+	FUSE_OPT_KEY("_netdev", KEY_IGNORE),
+	FUSE_OPT_KEY("nofail", KEY_IGNORE),
+	FUSE_OPT_KEY("auto", KEY_IGNORE),
+	FUSE_OPT_KEY("noauto", KEY_IGNORE),
+	FUSE_OPT_KEY("user", KEY_IGNORE),
+	FUSE_OPT_KEY("nouser", KEY_IGNORE),
+	FUSE_OPT_KEY("users", KEY_IGNORE),
+	FUSE_OPT_KEY("defaults", KEY_IGNORE),
 	FUSE_OPT_KEY("-h", KEY_HELP),
 	FUSE_OPT_KEY("--help", KEY_HELP),
 	FUSE_OPT_KEY("-V", KEY_VERSION),
@@ -80,13 +111,16 @@ static void usage(FILE *f)
 {
 	fprintf(f,
 		"usage: iserfuse [options] iscsi://[user[%%password]@]host[:port]/target-iqn[/lun] MOUNTPOINT\n"
-		"       iserfuse --list [-o initiator_name=IQN] iscsi://host[:port]\n"
+		"       iserfuse [options] NAME [MOUNTPOINT]     (section [NAME] of the configuration file)\n"
+		"       iserfuse --list [options] iscsi://host[:port] | NAME\n"
 		"\n"
 		"Exposes the disk LUNs of an iSCSI target as files MOUNTPOINT/lun<N>.\n"
+		"Every option can also be given as -o key=value (for /etc/fstab: fuse.iserfuse).\n"
 		"\n"
 		"iserfuse options:\n"
+		"    -o config=PATH         configuration file (default %s, if present)\n"
 		"    -o initiator_name=IQN  initiator name (default: generated once per host and kept)\n"
-		"    -o ro                  read-only mount (EROFS on write)\n"
+		"    -o ro                  read-only mount, EROFS on write (default: off)\n"
 		"    -o queue_depth=N       most SCSI commands outstanding (default %u)\n"
 		"    -o max_io_kib=N        largest FUSE read/write in KiB (default %u)\n"
 		"    -o pool_slices=N       payload buffers in the pool (default: queue_depth)\n"
@@ -94,24 +128,27 @@ static void usage(FILE *f)
 		"    -o cmd_timeout=S       a command unanswered this long drops the connection (default 30, 0 = never)\n"
 		"    -o noop_interval=S     NOP-Out ping after S idle seconds (default 5, 0 = off)\n"
 		"    -o noop_timeout=S      no answer S seconds after a ping drops the connection (default 5)\n"
-		"    -o secret_file=PATH    CHAP credentials, 'key = value' lines: username, password,\n"
-		"                           mutual_username, mutual_password (file mode 0600 or stricter)\n"
+		"    -o header_digest=D     CRC32C header digests: none, crc32c (required) or auto (default none)\n"
+		"    -o data_digest=D       CRC32C data digests: none, crc32c (required) or auto (default none)\n"
+		"    -o secret_file=PATH    CHAP credentials (default none): 'key = value' lines: username,\n"
+		"                           password, mutual_username, mutual_password (mode 0600 or stricter)\n"
 		"                           CHAP credentials come from the URL (user%%password@, ?target_user=,\n"
 		"                           ?target_password= for mutual CHAP), then secret_file, then\n"
 		"                           ISERFUSE_CHAP_USERNAME, ISERFUSE_CHAP_PASSWORD,\n"
 		"                           ISERFUSE_CHAP_MUTUAL_USERNAME, ISERFUSE_CHAP_MUTUAL_PASSWORD\n"
-		"    -o header_digest=D     CRC32C header digests: none (default), crc32c (required) or auto\n"
-		"    -o data_digest=D       CRC32C data digests: none (default), crc32c (required) or auto\n"
-		"    -f                     stay in the foreground\n"
-		"    -d                     debug output (implies -f)\n"
-		"    -s                     single-threaded FUSE loop\n"
-		"    -o allow_other         let other users use the mount (needs user_allow_other)\n"
+		"    -o log_level=L         error, warn, info or debug (default warn; -d: debug)\n"
 		"    -o umask=NNN           permission bits to clear (octal, default 077: files 0600, directory 0700)\n"
+		"    -o allow_other         let other users use the mount (default off; needs user_allow_other)\n"
+		"    -o _netdev, nofail, auto, noauto, user, users, nouser, defaults, x-*, comment=*\n"
+		"                           fstab words, accepted and ignored\n"
+		"    -f                     stay in the foreground, log to stderr (default: background, syslog)\n"
+		"    -d                     debug output, FUSE requests too (implies -f)\n"
+		"    -s                     single-threaded FUSE loop (default: up to 16 threads)\n"
 		"    --list                 list the targets and LUNs behind a portal (SendTargets), mount nothing\n"
 		"    -h, --help             this text and the FUSE options\n"
-		"    -V, --version          versions\n"
+		"    -V, --version          versions of iserfuse, libfuse and libibverbs (rdma-core)\n"
 		"\n",
-		DEFAULT_QUEUE_DEPTH, DEFAULT_MAX_IO / 1024);
+		GW_CONFIG_DEFAULT, DEFAULT_QUEUE_DEPTH, DEFAULT_MAX_IO / 1024);
 }
 
 static int opt_proc(void *data, const char *arg, int key, struct fuse_args *outargs)
@@ -119,6 +156,12 @@ static int opt_proc(void *data, const char *arg, int key, struct fuse_args *outa
 	struct options *o = data;
 	(void)outargs;
 	switch (key) {
+	case FUSE_OPT_KEY_OPT:
+		if (!strncmp(arg, "x-", 2) || !strncmp(arg, "comment=", 8))
+			return 0; /* fstab annotations (x-systemd.*, ...) */
+		return 1;
+	case KEY_IGNORE:
+		return 0;
 	case FUSE_OPT_KEY_NONOPT:
 		if (!o->url) {
 			o->url = strdup(arg);
@@ -153,8 +196,114 @@ static int opt_proc(void *data, const char *arg, int key, struct fuse_args *outa
 		return 0; /* applied in fill_attr; libfuse's low-level API rejects umask= */
 	}
 	default:
+		if (key >= KEY_STR && key < KEY_STR + (int)(sizeof(str_opts) / sizeof(str_opts[0]))) {
+			char **field = (char **)((char *)o + str_opts[key - KEY_STR].off);
+			free(*field);
+			*field = strdup(arg + strlen(str_opts[key - KEY_STR].key));
+			return *field ? 0 : -1;
+		}
 		return 1;
 	}
+}
+
+/* ---- the configuration file ---- */
+
+/*
+ * Read the configuration file (-o config=PATH, else GW_CONFIG_DEFAULT if it
+ * exists) into conf.  A first argument that is not a URL names a section:
+ * its url replaces it, its mountpoint is used when none is given.  The
+ * file's options (global, then the section's) apply where the command
+ * line gave none; FUSE options from it go before the command line's.
+ * Returns 0, or -1 after printing one line.
+ */
+static int apply_config(struct options *o, struct fuse_args *args, struct gw_config *conf)
+{
+	const char *path = o->config ? o->config : GW_CONFIG_DEFAULT;
+	const struct gw_config_target *t = NULL;
+	struct options c = {.cmd_timeout = -1, .noop_interval = -1, .noop_timeout = -1};
+	struct fuse_args ca = FUSE_ARGS_INIT(0, NULL);
+	int rc = -1;
+
+	if (gw_config_load(path, o->config != NULL, conf))
+		return -1;
+	if (o->url && !strstr(o->url, "://")) {
+		t = gw_config_find(conf, o->url);
+		if (!t) {
+			fprintf(stderr, "iserfuse: '%s' is neither an iscsi:// URL nor a section of %s\n", o->url,
+				conf->path ? conf->path : path);
+			return -1;
+		}
+		free(o->url);
+		o->url = strdup(t->url);
+		if (!o->url)
+			return -1;
+		if (t->mountpoint && o->nonopts == 0 && !o->list) {
+			fuse_opt_add_arg(args, t->mountpoint);
+			o->nonopts++;
+		}
+	}
+	if (fuse_opt_add_arg(&ca, "iserfuse") ||
+	    (conf->options && (fuse_opt_add_arg(&ca, "-o") || fuse_opt_add_arg(&ca, conf->options))) ||
+	    (t && t->options && (fuse_opt_add_arg(&ca, "-o") || fuse_opt_add_arg(&ca, t->options))))
+		goto out;
+	if (fuse_opt_parse(&ca, &c, option_spec, opt_proc) == -1) {
+		fprintf(stderr, "iserfuse: %s: bad options\n", conf->path);
+		goto out;
+	}
+	if (c.config || c.list || c.show_help || c.show_version) {
+		fprintf(stderr, "iserfuse: %s: config=, --list, --help and --version belong on the command line\n",
+			conf->path);
+		goto out;
+	}
+	for (int i = ca.argc - 1; i >= 1; i--) /* allow_other, ro, ...: the command line's come later and win */
+		if (fuse_opt_insert_arg(args, 1, ca.argv[i]))
+			goto out;
+#define TAKE_STR(f) do { if (!o->f && c.f) { o->f = c.f; c.f = NULL; } } while (0)
+#define TAKE_NUM(f, unset) do { if (o->f == (unset)) o->f = c.f; } while (0)
+	TAKE_STR(initiator_name);
+	TAKE_STR(header_digest);
+	TAKE_STR(data_digest);
+	TAKE_STR(secret_file);
+	TAKE_STR(log_level);
+	TAKE_NUM(queue_depth, 0);
+	TAKE_NUM(max_io_kib, 0);
+	TAKE_NUM(pool_slices, 0);
+	TAKE_NUM(login_timeout, 0);
+	TAKE_NUM(cmd_timeout, -1);
+	TAKE_NUM(noop_interval, -1);
+	TAKE_NUM(noop_timeout, -1);
+#undef TAKE_STR
+#undef TAKE_NUM
+	o->ro |= c.ro;
+	if (!o->has_umask && c.has_umask) {
+		o->has_umask = 1;
+		o->umask = c.umask;
+	}
+	if (!o->initiator_name && conf->initiator_name && !(o->initiator_name = strdup(conf->initiator_name)))
+		goto out;
+	if (!o->secret_file && t && t->secret_file && !(o->secret_file = strdup(t->secret_file)))
+		goto out;
+	rc = 0;
+out:
+	for (size_t i = 0; i < sizeof(str_opts) / sizeof(str_opts[0]); i++)
+		free(*(char **)((char *)&c + str_opts[i].off));
+	free(c.url);
+	fuse_opt_free_args(&ca);
+	return rc;
+}
+
+/* -o log_level=: 0, or -1 after printing why. */
+static int set_log_level(const char *name)
+{
+	static const char *const names[] = {"error", "warn", "info", "debug"};
+	for (int i = 0; i < 4; i++) {
+		if (!strcmp(name, names[i])) {
+			log_set_level((enum log_level)i);
+			return 0;
+		}
+	}
+	fprintf(stderr, "iserfuse: bad option 'log_level=%s': error, warn, info or debug expected\n", name);
+	return -1;
 }
 
 /* ---- setting up the session and the LUN files ---- */
@@ -396,6 +545,7 @@ int main(int argc, char **argv)
 	struct iscsi_url url = {0};
 	struct gw_creds creds = {0};
 	struct gw g = {0};
+	struct gw_config conf = {0};
 	struct fuse_session *se = NULL;
 	char err[512] = "";
 	int ready_fd = -1, rc = 1, *sync_res = NULL;
@@ -405,7 +555,7 @@ int main(int argc, char **argv)
 		goto out;
 	gw_creds_scrub_argv(argc, argv); /* o.url keeps the only copy of any password */
 	if (o.show_version) {
-		printf("iserfuse %s\nFUSE library %s\n", ISERFUSE_VERSION, fuse_pkgversion());
+		gw_print_version(stdout);
 		rc = 0;
 		goto out;
 	}
@@ -415,13 +565,17 @@ int main(int argc, char **argv)
 		rc = 0;
 		goto out;
 	}
+	if (apply_config(&o, &args, &conf))
+		goto out; /* nothing started yet */
+	if (o.log_level && set_log_level(o.log_level))
+		goto out;
 	if (o.list) {
 		/* Discovery only: no mount point, no FUSE session. */
 		if (o.nonopts || !o.url) {
 			fprintf(stderr, "iserfuse: --list takes one URL, iscsi://host[:port], and no mount point\n");
 			goto out;
 		}
-		rc = gw_list(o.url, o.initiator_name, o.login_timeout);
+		rc = gw_list(o.url, o.initiator_name, o.login_timeout, o.secret_file);
 		goto out;
 	}
 	if (fuse_parse_cmdline(&args, &cmd) != 0)
@@ -440,6 +594,7 @@ int main(int argc, char **argv)
 		goto out;
 	}
 	explicit_bzero(o.url, strlen(o.url));
+	log_set_context(url.target); /* every line names the target (and the LUN where it is about one) */
 	if (gw_creds_load(&creds, &url, o.secret_file))
 		goto out;
 	iscsi_url_wipe(&url);
@@ -527,6 +682,11 @@ int main(int argc, char **argv)
 		fprintf(stderr, "iserfuse: %s\n", err);
 		goto out_session;
 	}
+	g.transport = sc.transport->name;
+	if (gw_byid_build(&g)) {
+		fprintf(stderr, "iserfuse: out of memory\n");
+		goto out_session;
+	}
 	if (fuse_set_signal_handlers(se) || fuse_session_mount(se, cmd.mountpoint)) {
 		fprintf(stderr, "iserfuse: cannot mount on %s\n", cmd.mountpoint);
 		goto out_session;
@@ -535,6 +695,8 @@ int main(int argc, char **argv)
 	signal(SIGALRM, SIG_DFL);
 	report_ready(ready_fd);
 	ready_fd = -1;
+	/* Type=notify units: the mount is live (a no-op without $NOTIFY_SOCKET). */
+	sd_notifyf(0, "READY=1\nSTATUS=%zu LUN(s) of %s mounted on %s", g.nluns, url.target, cmd.mountpoint);
 	if (!cmd.foreground) {
 		if (chdir("/"))
 			log_warn("chdir /: %s", strerror(errno));
@@ -553,6 +715,7 @@ int main(int argc, char **argv)
 		lrc = fuse_session_loop_mt(se, lc);
 		fuse_loop_cfg_destroy(lc);
 	}
+	sd_notify(0, "STOPPING=1");
 	fuse_session_unmount(se);
 	fuse_remove_signal_handlers(se);
 	sync_res = calloc(g.nluns, sizeof(*sync_res));
@@ -573,6 +736,7 @@ out_session:
 	for (size_t i = 0; i < g.nluns; i++)
 		blk_dev_fini(&g.luns[i].dev);
 	free(g.luns);
+	gw_byid_free(&g);
 	buf_pool_destroy(g.pool);
 out:
 	if (se)
@@ -587,6 +751,9 @@ out:
 	free(o.initiator_name);
 	free(o.header_digest);
 	free(o.data_digest);
+	free(o.config);
+	free(o.log_level);
+	gw_config_free(&conf);
 	fuse_opt_free_args(&args);
 	return rc;
 }

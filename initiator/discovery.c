@@ -409,7 +409,26 @@ int iscsi_discover(const struct iscsi_discovery_config *cfg, struct iscsi_disc_l
 	lc.cmdsn = 1;
 	lc.neg = cfg->neg;
 	lc.timeout_ms = cfg->timeout_ms;
+	memcpy(lc.chap_user, cfg->chap_user, sizeof(lc.chap_user));
+	memcpy(lc.chap_secret, cfg->chap_secret, sizeof(lc.chap_secret));
+	memcpy(lc.chap_mutual_user, cfg->chap_mutual_user, sizeof(lc.chap_mutual_user));
+	memcpy(lc.chap_mutual_secret, cfg->chap_mutual_secret, sizeof(lc.chap_mutual_secret));
 	rc = iscsi_login(t, &lc, &lr, err, err_cap);
+	if (rc && iscsi_login_chap_retry(&lc, &lr)) {
+		/* The target took CHAP_A=7 for SHA-1 (see iscsi_login_chap_retry): once more without it. */
+		log_info("discovery: login with CHAP SHA-256 refused; retrying without CHAP_A=7");
+		t->ops->shutdown(t);
+		t->ops->destroy(t);
+		t = NULL;
+		rc = cfg->transport->connect(&t, cfg->transport_ctx, cfg->host, cfg->port, cfg->timeout_ms, err,
+					     err_cap);
+		if (rc) {
+			iscsi_login_config_wipe(&lc);
+			goto out;
+		}
+		rc = iscsi_login(t, &lc, &lr, err, err_cap);
+	}
+	iscsi_login_config_wipe(&lc);
 	if (rc)
 		goto out_close;
 

@@ -53,6 +53,15 @@ struct iscsi_discovery_config {
 	char initiator_name[ISCSI_NAME_MAX];
 	struct iscsi_neg_config neg;
 	int timeout_ms;                /* connect, and each PDU exchange */
+	/*
+	 * CHAP credentials for the discovery login (RFC 7143 §12.1.3), as in
+	 * struct iscsi_login_config; all "" for AuthMethod=None.  Owned by the
+	 * caller, who wipes them.
+	 */
+	char chap_user[ISCSI_CRED_MAX];
+	char chap_secret[ISCSI_CRED_MAX];
+	char chap_mutual_user[ISCSI_CRED_MAX];
+	char chap_mutual_secret[ISCSI_CRED_MAX];
 };
 
 /*

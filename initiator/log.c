@@ -7,8 +7,14 @@
 
 static enum log_level max_level = LOG_LVL_WARN;
 static bool to_syslog;
+static char context[240];
 
 void log_set_level(enum log_level level) { max_level = level; }
+
+void log_set_context(const char *ctx)
+{
+	snprintf(context, sizeof(context), "%s%s", ctx ? ctx : "", ctx && ctx[0] ? ": " : "");
+}
 
 void log_use_syslog(bool on)
 {
@@ -28,7 +34,7 @@ void log_msg(enum log_level level, const char *fmt, ...)
 	vsnprintf(line, sizeof(line), fmt, ap);
 	va_end(ap);
 	if (to_syslog)
-		syslog(prio[level], "%s", line);
+		syslog(prio[level], "%s%s", context, line);
 	else
-		fprintf(stderr, "iserfuse: %s\n", line);
+		fprintf(stderr, "iserfuse: %s%s\n", context, line);
 }

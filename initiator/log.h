@@ -14,6 +14,11 @@ enum log_level { LOG_LVL_ERR = 0, LOG_LVL_WARN = 1, LOG_LVL_INFO = 2, LOG_LVL_DE
 void log_set_level(enum log_level level);
 /* Send messages to syslog(3) instead of stderr (after daemonizing). */
 void log_use_syslog(bool on);
+/*
+ * Name every following line after ctx (the target name; NULL or "" for
+ * none): "iserfuse: CTX: message".  Call before other threads log.
+ */
+void log_set_context(const char *ctx);
 void log_msg(enum log_level level, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 
 #define log_err(...) log_msg(LOG_LVL_ERR, __VA_ARGS__)

@@ -82,6 +82,10 @@ static void probe_vpd(struct iscsi_session *s, struct iscsi_lun_info *o, uint8_t
 			if (scsi_parse_vpd_devid(buf, got, d, 8, &nd) == 0 &&
 			    scsi_designator_name(d, nd, o->devid, sizeof(o->devid)) < 0)
 				o->devid[0] = '\0';
+			for (size_t j = 0; j < nd && o->n_lu_desig < 4; j++)
+				if (d[j].association == 0 && (d[j].type == SCSI_DESIG_NAA || d[j].type == SCSI_DESIG_EUI64 ||
+							      d[j].type == SCSI_DESIG_T10))
+					o->lu_desig[o->n_lu_desig++] = d[j];
 		} else if (pg == 0xb0) {
 			o->have_block_limits = scsi_parse_vpd_block_limits(buf, got, &o->bl) == 0;
 		} else {

@@ -28,6 +28,9 @@ struct iscsi_lun_info {
 	struct scsi_lbp lbp;
 	char serial[256];            /* VPD 0x80, "" if none */
 	char devid[300];             /* scsi_designator_name of VPD 0x83, "" if none */
+	/* VPD 0x83 logical-unit designators (association 0) of type NAA, EUI-64 and T10, in page order */
+	struct scsi_designator lu_desig[4];
+	size_t n_lu_desig;
 };
 
 /*

@@ -15,6 +15,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "latency.h"
 #include "log.h"
 
 #define R2T_QUEUE 4
@@ -39,6 +40,7 @@ struct task {
 	/* Data-In state (§11.7.2) */
 	uint32_t rx_offset, rx_datasn;
 	int64_t submit_ms;          /* CLOCK_MONOTONIC ms at submission, for cmd_timeout_ms */
+	int64_t submit_us;          /* CLOCK_MONOTONIC us at submission, for the latency histogram */
 	/* PDUs of this task handed to the transport and not yet written: the
 	 * caller's buffer is still in use, so completion waits for them. */
 	uint16_t tx_pending;
@@ -86,6 +88,7 @@ struct iscsi_session {
 	uint32_t logout_itt;
 
 	struct iscsi_session_stats stats;
+	struct lat_hist lat;        /* submission to completion of commands that got an answer (lock-free) */
 };
 
 /* ---- small helpers ---- */
@@ -195,6 +198,13 @@ static void txq_remove(struct iscsi_session *s, struct task *t)
 	t->next = NULL;
 }
 
+static int64_t now_us(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (int64_t)ts.tv_sec * 1000000 + ts.tv_nsec / 1000;
+}
+
 static void task_finish(struct iscsi_session *s, struct task *t, struct completion *c)
 {
 	/* A target may answer before we sent all the data it could take. */
@@ -211,6 +221,8 @@ static void task_finish(struct iscsi_session *s, struct task *t, struct completi
 	}
 	c->cb = t->cmd.cb;
 	c->arg = t->cmd.arg;
+	if (!c->res.err)
+		lat_hist_add(&s->lat, (uint64_t)(now_us() - t->submit_us));
 	t->in_use = false;
 	t->gen++;
 	if (t->counted)
@@ -928,6 +940,7 @@ int iscsi_session_submit(struct iscsi_session *s, const struct iscsi_cmd *cmd)
 	t->counted = !ev;
 	t->cmd = *cmd;
 	t->submit_ms = iscsi_now_ms();
+	t->submit_us = now_us();
 	t->itt = ((uint32_t)gen << 16) | index;
 	if (t->gen >= 0xfffd) { /* 0xfffd..0xffff: pings, Logout, the reserved tag */
 		t->gen = 0;
@@ -1001,7 +1014,14 @@ void iscsi_session_get_stats(struct iscsi_session *s, struct iscsi_session_stats
 	pthread_mutex_lock(&s->lock);
 	*out = s->stats;
 	out->outstanding = s->outstanding;
+	if (s->t && s->t->ops->payload_copied)
+		out->payload_bytes_copied += s->t->ops->payload_copied(s->t);
 	pthread_mutex_unlock(&s->lock);
+}
+
+void iscsi_session_get_latency(struct iscsi_session *s, uint64_t out[LAT_BUCKETS])
+{
+	lat_hist_snapshot(&s->lat, out);
 }
 
 static void deadline_after(struct timespec *ts, int ms)

@@ -16,6 +16,7 @@
 #include <stdbool.h>
 #include <stdint.h>
 
+#include "latency.h"
 #include "login.h"
 #include "scsi.h"
 #include "transport.h"
@@ -100,8 +101,16 @@ struct iscsi_session_stats {
 	uint64_t commands, bytes_read, bytes_written;
 	uint32_t outstanding, max_outstanding;
 	uint64_t payload_bytes_copied; /* payload copied in user space by the transport */
+	uint64_t reconnects;
 };
 void iscsi_session_get_stats(struct iscsi_session *s, struct iscsi_session_stats *out);
+
+/*
+ * Latency of the commands answered so far (submission to completion, in
+ * microseconds), as log2 buckets (see latency.h) copied into out.
+ * Lock-free; any thread.
+ */
+void iscsi_session_get_latency(struct iscsi_session *s, uint64_t out[LAT_BUCKETS]);
 
 /*
  * Wait up to timeout_ms for every outstanding command to complete.

@@ -351,7 +351,7 @@ static int rx_data_in(struct tcp_conn *c, uint8_t *bhs, size_t hdr, size_t avail
 	size_t have = avail - hdr;
 	size_t copy = min_size(have, dlen);
 	memcpy(dest, src, copy);
-	c->bytes_copied += copy;
+	__atomic_fetch_add(&c->bytes_copied, copy, __ATOMIC_RELAXED); /* read by tcp_payload_copied */
 	uint32_t crc = dd ? iscsi_crc32c(0, src, copy) : 0;
 	src += copy;
 	have -= copy;
@@ -611,6 +611,11 @@ static void tcp_destroy(struct iscsi_transport *t)
 	free(c);
 }
 
+static uint64_t tcp_payload_copied(struct iscsi_transport *t)
+{
+	return __atomic_load_n(&((struct tcp_conn *)t)->bytes_copied, __ATOMIC_RELAXED);
+}
+
 const struct iscsi_transport_ops iscsi_tcp_transport = {
 	.name = "tcp",
 	.connect = tcp_connect,
@@ -620,4 +625,5 @@ const struct iscsi_transport_ops iscsi_tcp_transport = {
 	.kick = tcp_kick,
 	.shutdown = tcp_shutdown,
 	.destroy = tcp_destroy,
+	.payload_copied = tcp_payload_copied,
 };

@@ -98,6 +98,11 @@ struct iscsi_transport_ops {
 	void (*shutdown)(struct iscsi_transport *t);
 	/* Free everything (after shutdown). */
 	void (*destroy)(struct iscsi_transport *t);
+	/*
+	 * Optional (NULL: none): payload bytes this connection copied in user
+	 * space so far (for the statistics; any thread, no lock needed).
+	 */
+	uint64_t (*payload_copied)(struct iscsi_transport *t);
 };
 
 /* Every transport object starts with this. */

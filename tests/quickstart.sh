@@ -21,7 +21,7 @@ packages=(
 	build-essential meson ninja-build pkg-config
 	libfuse3-dev fuse3
 	libibverbs-dev librdmacm-dev libnl-3-dev libnl-route-3-dev
-	libcriterion-dev libisal-dev nettle-dev
+	libcriterion-dev libisal-dev nettle-dev libinih-dev libsystemd-dev
 	tgt istgt libiscsi-bin qemu-utils e2fsprogs
 	clang libclang-rt-14-dev
 )

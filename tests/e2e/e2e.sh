@@ -246,7 +246,7 @@ daemon_pid=$(daemon_pids "$mnt" | head -n 1)
 check "daemon process found (pid ${daemon_pid:-none})" test -n "$daemon_pid"
 
 listing=$(names "$mnt") || true
-check_eq "the mount lists exactly lun1 and lun2" "$listing" "lun1 lun2"
+check_eq "the mount lists exactly lun1, lun2, .stats and by-id" "$listing" ".stats by-id lun1 lun2"
 for lun in lun1 lun2; do
 	check_eq "$lun is $size bytes" "$(stat -c %s "$mnt/$lun" 2>&1)" "$size"
 done
@@ -413,7 +413,7 @@ timeout -k 10 120 "$iserfuse" -o ro -o "initiator_name=$initiator" "$TGT_URL/2" 
 if ((rc == 0)) && is_mounted "$romnt"; then
 	pass "mount -o ro $TGT_URL/2"
 	listing=$(names "$romnt") || true
-	check_eq "the read-only mount lists exactly lun2" "$listing" "lun2"
+	check_eq "the read-only mount lists exactly lun2, .stats and by-id" "$listing" ".stats by-id lun2"
 	check_eq "-o ro: lun2 is root's, mode 400" "$(stat -c '%U %a' "$romnt/lun2" 2>&1)" "root 400"
 	expect_fail "-o ro: a write fails" \
 		dd if=/dev/zero of="$romnt/lun2" bs=4096 count=1 conv=notrunc,fsync status=none

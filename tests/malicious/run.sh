@@ -307,7 +307,7 @@ else
 	finish
 fi
 
-if listing=$(timeout -k 5 10 ls "$mnt" 2>&1) && [[ $listing == lun1 ]]; then
+if listing=$(timeout -k 5 10 ls "$mnt" 2>&1) && [[ $listing == "by-id"$'\n'"lun1" ]]; then
 	pass "ls still answers"
 else
 	fail "ls still answers (got: $listing)"

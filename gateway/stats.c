@@ -1,0 +1,143 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * MOUNTPOINT/.stats: one "key value" line per counter, generated when the
+ * file is opened (one snapshot per open file, so a reader never sees a mix
+ * of two moments), read-only.  To add a counter: a field in struct snap,
+ * a line in rows[], and where it is filled in take_snapshot.
+ */
+#include <errno.h>
+#include <stddef.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "gateway.h"
+
+struct snap {
+	uint64_t mr_registrations, payload_bytes_copied, rmw_bytes_copied;
+	uint64_t commands, bytes_read, bytes_written;
+	uint64_t queue_depth, queue_depth_max;
+	uint64_t pool_bytes, pool_slices, pool_in_use, pool_in_use_max;
+	uint64_t latency_p50_us, latency_p90_us, latency_p99_us;
+	uint64_t reconnects;
+	uint64_t luns;
+};
+
+static const struct {
+	const char *key;
+	size_t off;
+} rows[] = {
+#define ROW(f) {#f, offsetof(struct snap, f)}
+	ROW(mr_registrations),
+	ROW(payload_bytes_copied),
+	ROW(rmw_bytes_copied),
+	ROW(commands),
+	ROW(bytes_read),
+	ROW(bytes_written),
+	ROW(queue_depth),
+	ROW(queue_depth_max),
+	ROW(pool_bytes),
+	ROW(pool_slices),
+	ROW(pool_in_use),
+	ROW(pool_in_use_max),
+	ROW(latency_p50_us),
+	ROW(latency_p90_us),
+	ROW(latency_p99_us),
+	ROW(reconnects),
+	ROW(luns),
+#undef ROW
+};
+
+static void take_snapshot(struct gw *g, struct snap *n)
+{
+	struct iscsi_session_stats ss;
+	uint64_t lat[LAT_BUCKETS];
+
+	memset(n, 0, sizeof(*n));
+	iscsi_session_get_stats(g->s, &ss);
+	iscsi_session_get_latency(g->s, lat);
+	n->mr_registrations = buf_pool_registrations(g->pool);
+	n->payload_bytes_copied = ss.payload_bytes_copied;
+	for (size_t i = 0; i < g->nluns; i++)
+		n->rmw_bytes_copied += atomic_load_explicit(&g->luns[i].dev.rmw_bytes_copied, memory_order_relaxed);
+	n->commands = ss.commands;
+	n->bytes_read = ss.bytes_read;
+	n->bytes_written = ss.bytes_written;
+	n->queue_depth = ss.outstanding;
+	n->queue_depth_max = ss.max_outstanding;
+	n->pool_bytes = buf_pool_len(g->pool);
+	n->pool_slices = buf_pool_nslices(g->pool);
+	n->pool_in_use = buf_pool_in_use(g->pool);
+	n->pool_in_use_max = buf_pool_max_in_use(g->pool);
+	n->latency_p50_us = lat_hist_percentile(lat, 50);
+	n->latency_p90_us = lat_hist_percentile(lat, 90);
+	n->latency_p99_us = lat_hist_percentile(lat, 99);
+	n->reconnects = ss.reconnects;
+	n->luns = g->nluns;
+}
+
+int gw_stats_render(struct gw *g, char **out, size_t *len)
+{
+	struct snap n;
+	char *buf = NULL;
+	size_t cap = 0;
+	FILE *f = open_memstream(&buf, &cap);
+	if (!f)
+		return -ENOMEM;
+	take_snapshot(g, &n);
+	fprintf(f, "transport %s\n", g->transport ? g->transport : "tcp");
+	for (size_t i = 0; i < sizeof(rows) / sizeof(rows[0]); i++)
+		fprintf(f, "%s %llu\n", rows[i].key, (unsigned long long)*(const uint64_t *)((const char *)&n + rows[i].off));
+	if (fclose(f) || !buf) {
+		free(buf);
+		return -ENOMEM;
+	}
+	*out = buf;
+	*len = strlen(buf);
+	return 0;
+}
+
+struct stats_file {
+	size_t len;
+	char *text;
+};
+
+void gw_stats_open(fuse_req_t req, struct fuse_file_info *fi)
+{
+	struct stats_file *sf = calloc(1, sizeof(*sf));
+	if ((fi->flags & O_ACCMODE) != O_RDONLY) {
+		free(sf);
+		fuse_reply_err(req, EACCES);
+		return;
+	}
+	if (!sf || gw_stats_render(fuse_req_userdata(req), &sf->text, &sf->len)) {
+		free(sf);
+		fuse_reply_err(req, ENOMEM);
+		return;
+	}
+	fi->fh = (uint64_t)(uintptr_t)sf;
+	fi->direct_io = 1; /* the size changes between snapshots: read until EOF */
+	fi->keep_cache = 0;
+	fuse_reply_open(req, fi);
+}
+
+void gw_stats_read(fuse_req_t req, size_t size, off_t off, struct fuse_file_info *fi)
+{
+	const struct stats_file *sf = (const struct stats_file *)(uintptr_t)fi->fh;
+	if (off < 0 || (uint64_t)off >= sf->len) {
+		fuse_reply_buf(req, NULL, 0);
+		return;
+	}
+	if (size > sf->len - (size_t)off)
+		size = sf->len - (size_t)off;
+	fuse_reply_buf(req, sf->text + off, size);
+}
+
+void gw_stats_release(fuse_req_t req, struct fuse_file_info *fi)
+{
+	struct stats_file *sf = (struct stats_file *)(uintptr_t)fi->fh;
+	if (sf)
+		free(sf->text);
+	free(sf);
+	fuse_reply_err(req, 0);
+}

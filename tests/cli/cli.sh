@@ -1,0 +1,403 @@
+#!/bin/bash
+# SPDX-License-Identifier: MIT
+#
+# The "cli" suite: what an administrator touches.
+#
+#   cli.sh ISERFUSE_BINARY UNIT_FILE MAN_PAGE
+#
+# --help (every option with its default) and --version (libfuse and
+# libibverbs versions, checked against pkg-config and the library file);
+# configuration file errors (file:line, exit 1, nothing mounted); a mount
+# from a configuration section; the fstab forms through mount.fuse3 and
+# mount(8) (fstab words such as _netdev and nofail accepted); .stats values
+# before and after a known dd; by-id/ names against iscsi-inq's VPD 0x83;
+# --list with CHAP credentials and its progress line on a terminal; log
+# lines naming the target; READY=1 to $NOTIFY_SOCKET once mounted; every
+# runnable command of the man page's EXAMPLES (URLs and paths swapped); the
+# systemd unit through systemd-analyze verify; the man page through man and
+# mandoc.
+#
+# Prints "ok - ..." / "not ok - ..." and "N passed, M failed"; exits 1 if
+# anything failed, 77 (skip) when not root.  Needs root, /dev/fuse, tgt,
+# fuse3, libiscsi-bin; systemd-analyze, mandoc and man when present.
+set -euo pipefail
+
+here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
+# shellcheck source-path=SCRIPTDIR source=../lib/targets.sh
+. "$here/../lib/targets.sh"
+# shellcheck source-path=SCRIPTDIR source=../lib/report.sh
+. "$here/../lib/report.sh"
+
+if [[ $# -ne 3 ]]; then
+	echo "usage: $0 ISERFUSE_BINARY UNIT_FILE MAN_PAGE" >&2
+	exit 2
+fi
+iserfuse=$(cd "$(dirname "$1")" && pwd)/$(basename "$1")
+unit=$2
+manpage=$3
+if [[ $(id -u) -ne 0 ]]; then
+	echo "# SKIP: the cli suite runs tgtd and mounts, which needs root"
+	exit 77
+fi
+
+initiator=iqn.2026-11.org.example:cli
+work=$(mktemp -d /tmp/iserfuse-cli.XXXXXX)
+mnt=$work/mnt
+mkdir -p "$mnt"
+
+is_mounted() { grep -qF " $1 " /proc/mounts; }
+cleanup() {
+	local m
+	for m in "$mnt" "$work/mnt2" "$work/ex-disk" "$work/ex-ro"; do
+		if is_mounted "$m"; then
+			fusermount3 -u "$m" 2>/dev/null || umount -l "$m" 2>/dev/null || true
+		fi
+	done
+	tgtd_stop "$work/tgt"
+	rm -rf "$work"
+}
+trap cleanup EXIT
+
+# run_ok WHAT CMD...: CMD exits 0 within 60 s (output in $work/out).
+run_ok() {
+	local what=$1 rc=0
+	shift
+	timeout -k 5 60 "$@" >"$work/out" 2>&1 || rc=$?
+	if ((rc == 0)); then pass "$what"; else
+		fail "$what (exit $rc)"
+		note "$work/out"
+	fi
+	return "$rc"
+}
+# run_fail1 WHAT PATTERN CMD...: CMD exits 1, says PATTERN (grep -E) and mounts nothing.
+run_fail1() {
+	local what=$1 pattern=$2 rc=0
+	shift 2
+	timeout -k 5 60 "$@" >"$work/out" 2>&1 || rc=$?
+	if ((rc == 1)) && grep -qE -- "$pattern" "$work/out" && ! is_mounted "$mnt"; then
+		pass "$what"
+	else
+		fail "$what (exit $rc)"
+		note "$work/out"
+	fi
+}
+unmount() {
+	fusermount3 -u "$1" 2>/dev/null || umount "$1" 2>/dev/null || true
+	for _ in $(seq 50); do is_mounted "$1" || return 0; sleep 0.1; done
+	return 1
+}
+stat_of() { awk -v k="$2" '$1 == k { print $2 }' "$1/.stats"; }
+
+# ---------------------------------------------------------------- --help, --version
+"$iserfuse" --help >"$work/help" 2>&1 || true
+missing=
+for opt in config initiator_name ro queue_depth max_io_kib pool_slices login_timeout cmd_timeout \
+	noop_interval noop_timeout header_digest data_digest secret_file log_level umask allow_other; do
+	line=$(grep -E -- "-o $opt([= ]|$)" "$work/help" | head -n 1)
+	[[ $line == *default* ]] || missing="$missing $opt"
+done
+check_eq "--help lists every option with its default" "${missing# }" ""
+check "--help shows the FUSE options too" grep -q -- "-o auto_unmount" "$work/help"
+check "--help shows the configuration-section form" grep -q "NAME \[MOUNTPOINT\]" "$work/help"
+
+"$iserfuse" --version >"$work/version"
+fuse_ver=$(pkg-config --modversion fuse3)
+ibv_build=$(pkg-config --modversion libibverbs)
+ibv_run=$(readlink -f "$(ldconfig -p | awk '$1 == "libibverbs.so.1" { print $NF; exit }')")
+ibv_run=${ibv_run##*.so.}
+check "--version names libfuse $fuse_ver" grep -qx "libfuse $fuse_ver (built against ${fuse_ver%.*})" "$work/version"
+check "--version names libibverbs $ibv_build at build time" grep -q "^libibverbs $ibv_build at build time (rdma-core ${ibv_build#*.*.})" "$work/version"
+check "--version names libibverbs $ibv_run at run time" grep -q "^libibverbs $ibv_run at run time" "$work/version"
+
+# ---------------------------------------------------------------- target
+if ! tgtd_start "$work/tgt" 16M 0 >"$work/tgt.out" 2>&1; then
+	fail "tgtd starts"
+	note "$work/tgt.out"
+	summary
+	exit 1
+fi
+url=$TGT_URL
+port=$(<"$work/tgt/port")
+
+# ---------------------------------------------------------------- configuration errors
+conf=$work/iserfuse.conf
+printf '# comment\ninitiator_name = %s\n[lab]\nurl = %s\ncolour = blue\n' "$initiator" "$url" >"$conf"
+run_fail1 "unknown key: file and line 5, exit 1" "^iserfuse: $conf:5: unknown key 'colour' in section \[lab\]" \
+	"$iserfuse" -o "config=$conf" lab "$mnt"
+printf 'options = ro\nthis line has no equals sign\n' >"$conf"
+run_fail1 "syntax error: line 2, exit 1" "^iserfuse: $conf:2: syntax error" "$iserfuse" -o "config=$conf" "$url" "$mnt"
+printf '[lab]\nurl = %s\n\n[lab]\nurl = %s\n' "$url" "$url" >"$conf"
+run_fail1 "a section twice: line 4, exit 1" "^iserfuse: $conf:4: section \[lab\] appears twice" \
+	"$iserfuse" -o "config=$conf" lab "$mnt"
+printf 'options = ro\n[lab]\nmountpoint = %s\n' "$mnt" >"$conf"
+run_fail1 "a section without url: line 2, exit 1" "^iserfuse: $conf:2: section \[lab\] has no url" \
+	"$iserfuse" -o "config=$conf" lab
+printf '[lab]\nurl = %s\n' "$url" >"$conf"
+run_fail1 "an unknown section name, exit 1" "'nosuch' is neither an iscsi:// URL nor a section of $conf" \
+	"$iserfuse" -o "config=$conf" nosuch "$mnt"
+run_fail1 "a missing -o config file, exit 1" "$work/absent.conf: No such file" \
+	"$iserfuse" -o "config=$work/absent.conf" "$url" "$mnt"
+printf 'options = queue_depth=16,frobnicate\n' >"$conf"
+run_fail1 "an unknown option in the file's options, exit 1" "frobnicate" "$iserfuse" -o "config=$conf" "$url" "$mnt"
+run_fail1 "a bad log_level, exit 1" "log_level=loud" "$iserfuse" -o log_level=loud "$url" "$mnt"
+
+# ---------------------------------------------------------------- a mount from a configuration section
+cat >"$conf" <<EOF
+# iserfuse.conf for the cli suite
+initiator_name = $initiator
+options = queue_depth=8, noop_interval=10
+
+[lab]
+url = $url
+mountpoint = $mnt
+options = umask=022
+EOF
+if run_ok "iserfuse lab mounts section [lab] on its mountpoint" "$iserfuse" -o "config=$conf" lab; then
+	check "the section's options apply (umask=022: lun1 is 0644)" test "$(stat -c %a "$mnt/lun1")" = 644
+	check_eq "the mount shows lun1, .stats and by-id" "$(ls -A "$mnt" | tr '\n' ' ')" ".stats by-id lun1 "
+
+	# .stats: a known dd moves the counters by known amounts.
+	before=$(cat "$mnt/.stats")
+	cp "$mnt/.stats" "$work/stats0"
+	keys=$(awk '{ print $1 }' "$work/stats0" | tr '\n' ' ')
+	want="transport mr_registrations payload_bytes_copied rmw_bytes_copied commands bytes_read bytes_written queue_depth queue_depth_max pool_bytes pool_slices pool_in_use pool_in_use_max latency_p50_us latency_p90_us latency_p99_us reconnects luns "
+	check_eq ".stats keys" "$keys" "$want"
+	check_eq ".stats: transport tcp" "$(stat_of "$mnt" transport)" tcp
+	check_eq ".stats: pool_slices = queue_depth from the file's options (8)" "$(stat_of "$mnt" pool_slices)" 8
+	check_eq ".stats: luns 1" "$(stat_of "$mnt" luns)" 1
+	check_eq ".stats: stat size = bytes read" "$(stat -c %s "$mnt/.stats")" "$(wc -c <"$mnt/.stats")"
+	c0=$(awk '$1=="commands"{print $2}' "$work/stats0")
+	r0=$(awk '$1=="bytes_read"{print $2}' "$work/stats0")
+	w0=$(awk '$1=="bytes_written"{print $2}' "$work/stats0")
+	m0=$(awk '$1=="rmw_bytes_copied"{print $2}' "$work/stats0")
+	dd if=/dev/urandom of="$work/pattern" bs=64k count=1 status=none
+	dd if="$work/pattern" of="$mnt/lun1" bs=64k seek=3 conv=notrunc,fsync status=none
+	dd if="$mnt/lun1" of=/dev/null bs=1M count=2 iflag=direct status=none
+	printf 'xyz' | dd of="$mnt/lun1" bs=3 seek=100 conv=notrunc status=none
+	c1=$(stat_of "$mnt" commands)
+	r1=$(stat_of "$mnt" bytes_read)
+	w1=$(stat_of "$mnt" bytes_written)
+	m1=$(stat_of "$mnt" rmw_bytes_copied)
+	check ".stats: commands grew by at least 4 ($c0 -> $c1)" test "$c1" -ge $((c0 + 4))
+	check ".stats: bytes_read grew by at least 2 MiB ($r0 -> $r1)" test "$r1" -ge $((r0 + 2097152))
+	check_eq ".stats: bytes_written grew by 64 KiB + one 512-byte block" "$((w1 - w0))" $((65536 + 512))
+	check_eq ".stats: rmw_bytes_copied grew by 509 (3 bytes written into a 512-byte block)" "$((m1 - m0))" 509
+	p50=$(stat_of "$mnt" latency_p50_us)
+	p90=$(stat_of "$mnt" latency_p90_us)
+	p99=$(stat_of "$mnt" latency_p99_us)
+	check ".stats: 0 < p50 <= p90 <= p99 ($p50 $p90 $p99 us)" test "$p50" -gt 0 -a "$p50" -le "$p90" -a "$p90" -le "$p99"
+	check_eq ".stats: nothing outstanding when idle" "$(stat_of "$mnt" queue_depth)" 0
+	check ".stats is read-only" bash -c "! echo x 2>/dev/null >'$mnt/.stats'"
+	[[ $before != "$(cat "$mnt/.stats")" ]] && pass ".stats: each open is a new snapshot" || fail ".stats: each open is a new snapshot"
+
+	# by-id/ against libiscsi's view of VPD 0x83 (iscsi-inq prints binary designators raw).
+	timeout 30 iscsi-inq -i "$initiator-inq" -e 1 -c 131 "$url/1" >"$work/inq" 2>&1 || true
+	t10=$(awk -F'[][]' '/^Designator Type:\(1\)/ { t = 1; next } t && /^Designator:/ { print $2; exit }' "$work/inq" |
+		tr -s ' ' '_')
+	naa=$(grep -c '^Designator Type:(3) NAA' "$work/inq" || true)
+	check "iscsi-inq shows a T10 vendor ID ($t10) and $naa NAA designator(s)" test -n "$t10" -a "$naa" -ge 1
+	check_eq "by-id/t10-$t10 -> ../lun1" "$(readlink "$mnt/by-id/t10-$t10" || true)" ../lun1
+	check_eq "one by-id/wwn-0x... per NAA designator" "$(find "$mnt/by-id" -name 'wwn-0x*' | wc -l)" "$naa"
+	firsts=$(awk -F'[][]' '/^Designator Type:\(3\)/ { n = 1; next } n && /^Designator:/ { printf "%s", substr($2, 1, 1); n = 0 }' "$work/inq" | od -An -tx1 | tr -d ' \n' | sed 's/0a$//')
+	mine=$(cd "$mnt/by-id" && for f in wwn-0x*; do printf '%s' "${f:6:2}"; done)
+	check_eq "the wwn names start with the NAA bytes iscsi-inq shows" "$(echo "$mine" | fold -w2 | sort | tr -d '\n')" "$(echo "$firsts" | fold -w2 | sort | tr -d '\n')"
+	check "by-id/scsi-<id> names the preferred designator" test -n "$(find "$mnt/by-id" -name 'scsi-*')"
+	check "by-id links resolve to lun1" cmp -n 65536 "$mnt/by-id/t10-$t10" "$mnt/lun1"
+	check "fusermount3 -u unmounts" unmount "$mnt"
+fi
+
+# ---------------------------------------------------------------- the command line wins over the file
+if run_ok "iserfuse NAME MOUNTPOINT with -o ro on the command line" "$iserfuse" -o "config=$conf,ro" lab "$mnt"; then
+	check_eq "-o ro: lun1 is 0444 & ~022" "$(stat -c %a "$mnt/lun1")" 444
+	check "-o ro: writing fails" bash -c "! dd if=/dev/zero of='$mnt/lun1' bs=512 count=1 conv=notrunc status=none 2>/dev/null"
+	unmount "$mnt" || true
+fi
+
+printf 'options = ro\n[rolab]\nurl = %s\noptions = initiator_name=%s\n' "$url" "$initiator" >"$work/ro.conf"
+if run_ok "options = ro in the file's global part" "$iserfuse" -o "config=$work/ro.conf" rolab "$mnt"; then
+	check "the file's ro reaches the kernel mount" grep -qE " $mnt fuse.iserfuse ro[, ]" /proc/mounts
+	check_eq "the file's ro: lun1 is 0400" "$(stat -c %a "$mnt/lun1")" 400
+	unmount "$mnt" || true
+fi
+
+# ---------------------------------------------------------------- logging names the target
+timeout -k 5 30 "$iserfuse" -f -o log_level=info,initiator_name="$initiator" "$url" "$mnt" >"$work/fg.log" 2>&1 &
+fg=$!
+for _ in $(seq 100); do is_mounted "$mnt" && break; sleep 0.1; done
+unmount "$mnt" || true
+wait "$fg" || true
+check "-o log_level=info, foreground: lines on stderr name the target" grep -q "^iserfuse: $TGT_IQN: lun1: " "$work/fg.log"
+
+# ---------------------------------------------------------------- sd_notify readiness (Type=notify)
+sock=$work/notify.sock
+python3 - "$sock" "$mnt" >"$work/notify.out" 2>&1 <<'PY' &
+import socket, sys
+s = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
+s.bind(sys.argv[1])
+s.settimeout(60)
+while True:
+    msg = s.recv(4096).decode()
+    with open("/proc/mounts") as f:
+        live = any(" %s " % sys.argv[2] in line for line in f)
+    print(msg.replace("\n", " | "), "[mounted]" if live else "[not mounted]", flush=True)
+    if "READY=1" in msg:
+        break
+PY
+listener=$!
+for _ in $(seq 100); do [[ -S $sock ]] && break; sleep 0.1; done
+NOTIFY_SOCKET=$sock timeout -k 5 60 "$iserfuse" -f -o "initiator_name=$initiator" "$url" "$mnt" >"$work/notify.log" 2>&1 &
+daemon=$!
+wait "$listener" || true
+check "READY=1 reaches \$NOTIFY_SOCKET once the mount is live" grep -q "READY=1.*\[mounted\]" "$work/notify.out" ||
+	note "$work/notify.out"
+unmount "$mnt" || true
+wait "$daemon" || true
+
+# ---------------------------------------------------------------- fstab forms
+if run_ok "mount.fuse3 'iserfuse#URL' MOUNTPOINT -o ro,_netdev,nofail,noauto,x-systemd.automount" \
+	env PATH="$(dirname "$iserfuse"):$PATH" mount.fuse3 "iserfuse#$url" "$mnt" \
+	-o "ro,_netdev,nofail,noauto,x-systemd.automount,initiator_name=$initiator"; then
+	check "mounted as fuse.iserfuse, read-only" grep -qE " $mnt fuse.iserfuse ro[, ]" /proc/mounts
+	unmount "$mnt" || true
+fi
+if run_ok "mount.fuse3 URL MOUNTPOINT -t fuse.iserfuse -o _netdev,nofail,config=..." \
+	env PATH="$(dirname "$iserfuse"):$PATH" mount.fuse3 "$url" "$mnt" -t fuse.iserfuse \
+	-o "rw,_netdev,nofail,config=$conf"; then
+	check "the fuse.iserfuse mount reads lun1" cmp -n 65536 -i 0:196608 "$work/pattern" "$mnt/lun1"
+	unmount "$mnt" || true
+fi
+run_ok "iserfuse itself accepts _netdev,nofail,defaults,comment=x" "$iserfuse" \
+	-o "_netdev,nofail,defaults,comment=x,users,initiator_name=$initiator" "$url" "$mnt" && unmount "$mnt"
+# mount(8) runs helpers with the standard PATH only: in a private mount
+# namespace a tmpfs over /usr/local/bin holds a copy of this build.
+if command -v unshare >/dev/null; then
+	printf '%s %s fuse.iserfuse ro,_netdev,nofail,initiator_name=%s 0 0\n' "$url" "$mnt" "$initiator" >"$work/fstab"
+	printf 'lab %s fuse.iserfuse _netdev,config=%s 0 0\n' "$work/mnt2" "$conf" >>"$work/fstab"
+	mkdir -p "$work/mnt2"
+	cat >"$work/ns.sh" <<EOF
+set -e
+mount -t tmpfs tmpfs /usr/local/bin
+cp "$iserfuse" /usr/local/bin/iserfuse
+mount -T "$work/fstab" "$mnt"
+grep " $mnt fuse.iserfuse ro," /proc/mounts
+cmp -n 65536 -i 0:196608 "$work/pattern" "$mnt/lun1"
+umount "$mnt"
+mount -T "$work/fstab" "$work/mnt2"
+cmp -n 65536 -i 0:196608 "$work/pattern" "$work/mnt2/lun1"
+umount "$work/mnt2"
+mount -t fuse.iserfuse -o ro,_netdev,nofail,initiator_name=$initiator "$url" "$mnt"
+grep " $mnt fuse.iserfuse ro," /proc/mounts
+umount "$mnt"
+echo fstab-ok
+EOF
+	if run_ok "mount(8): fstab lines 'URL MOUNTPOINT fuse.iserfuse ro,_netdev,nofail' and by section name; mount -t fuse.iserfuse" \
+		unshare -m --propagation private bash "$work/ns.sh"; then
+		check "both fstab mounts read the pattern" grep -q fstab-ok "$work/out"
+	fi
+fi
+
+# ---------------------------------------------------------------- the man page's examples
+# Each command line of EXAMPLES runs against the test target: its URLs,
+# mount points and files are swapped for the test's own.  iSER needs an
+# RDMA device; systemctl, /etc/iserfuse.conf and fstab lines need the
+# installed system (the fstab forms are checked above).
+mkdir -p "$work/ex-disk" "$work/ex-ro"
+printf 'username = nobody\npassword = not-needed-here\n' >"$work/ex-secret"
+chmod 600 "$work/ex-secret"
+awk '/^\.SH EXAMPLES/ { f = 1; next } /^\.SH/ { f = 0 } f' "$manpage" |
+	awk '/^\.nf/ { b = 1; next } /^\.fi/ { b = 0 } b && !/^\./' | sed 's/\\-/-/g' >"$work/examples"
+nex=0
+while IFS= read -r line; do
+	case $line in
+	*'?iser'* | systemctl* | *fuse.iserfuse* | 'iserfuse lab'*)
+		echo "# man page example not run here: $line"
+		continue
+		;;
+	esac
+	cmd=${line//'iscsi://[2001:db8::10]:3261/iqn.2026-11.org.example:disk'/$url}
+	cmd=${cmd//'iscsi://192.0.2.10/iqn.2026-11.org.example:disk'/$url}
+	cmd=${cmd//'iscsi://192.0.2.10'/iscsi://127.0.0.1:$port}
+	cmd=${cmd//\/mnt\//$work/ex-}
+	cmd=${cmd//\/var\/tmp\//$work/}
+	cmd=${cmd//'$HOME/.iscsi-secret'/$work/ex-secret}
+	nex=$((nex + 1))
+	run_ok "man page example: $line" env PATH="$(dirname "$iserfuse"):$PATH" bash -c "$cmd" || true
+done <"$work/examples"
+check "the man page has at least 6 runnable examples ($nex)" test "$nex" -ge 6
+check "the qcow2 example wrote an image" test -s "$work/disk.qcow2"
+for m in "$work/ex-disk" "$work/ex-ro"; do
+	is_mounted "$m" && unmount "$m"
+done
+
+# ---------------------------------------------------------------- --list with CHAP
+ctl=$(<"$work/tgt/ctl")
+if timeout 10 tgtadm -C "$ctl" --lld iscsi --op new --mode account --user clilist --password cli-secret-123 &&
+	timeout 10 tgtadm -C "$ctl" --lld iscsi --op bind --mode account --tid 1 --user clilist; then
+	timeout 60 "$iserfuse" --list -o initiator_name="$initiator" "iscsi://127.0.0.1:$port" >"$work/list0" 2>&1 || true
+	check "--list without credentials: the target refuses its login" grep -q "^  Error: .*auth" "$work/list0"
+	printf 'username = clilist\npassword = cli-secret-123\n' >"$work/secret"
+	chmod 600 "$work/secret"
+	run_ok "--list -o secret_file=" "$iserfuse" --list -o "secret_file=$work/secret,initiator_name=$initiator" "iscsi://127.0.0.1:$port" &&
+		check "--list with CHAP from a secret file shows LUN 1" grep -q "^  Lun 1: type disk" "$work/out"
+	run_ok "--list with CHAP from the environment" env ISERFUSE_CHAP_USERNAME=clilist ISERFUSE_CHAP_PASSWORD=cli-secret-123 \
+		"$iserfuse" --list -o "initiator_name=$initiator" "iscsi://127.0.0.1:$port" &&
+		check "--list with CHAP from the environment shows LUN 1" grep -q "^  Lun 1: type disk" "$work/out"
+	run_ok "--list with CHAP from the URL" "$iserfuse" --list -o "initiator_name=$initiator" \
+		"iscsi://clilist%cli-secret-123@127.0.0.1:$port" &&
+		check "--list with CHAP from the URL shows LUN 1 and no password" \
+			bash -c "grep -q '^  Lun 1: type disk' '$work/out' && ! grep -q cli-secret-123 '$work/out'"
+	if command -v script >/dev/null; then
+		timeout 60 script -qec "'$iserfuse' --list -o 'secret_file=$work/secret,initiator_name=$initiator' iscsi://127.0.0.1:$port" \
+			/dev/null 2>&1 | cat -v >"$work/tty.out" || true
+		check "--list on a terminal shows what it waits for" grep -q "disk: logging in via 127.0.0.1:$port \.\.\." "$work/tty.out"
+		check "--list on a terminal erases that line before each output line" grep -qF '^M^[[K  Lun 1: type disk' "$work/tty.out"
+	fi
+	printf '[lab]\nurl = iscsi://127.0.0.1:%s\nsecret_file = %s\n' "$port" "$work/secret" >"$work/list.conf"
+	run_ok "--list NAME takes url and secret_file from the section" "$iserfuse" --list \
+		-o "config=$work/list.conf,initiator_name=$initiator" lab &&
+		check "--list NAME shows LUN 1" grep -q "^  Lun 1: type disk" "$work/out"
+else
+	fail "tgtadm sets up a CHAP account"
+fi
+
+# ---------------------------------------------------------------- systemd unit
+if command -v systemd-analyze >/dev/null; then
+	mkdir -p "$work/units"
+	sed "s|^ExecStart=[^ ]*|ExecStart=$iserfuse|" "$unit" >"$work/units/iserfuse@lab.service"
+	timeout 60 systemd-analyze verify --man=no "$work/units/iserfuse@lab.service" >"$work/verify" 2>&1 || echo "exit $?" >>"$work/verify"
+	if [[ ! -s $work/verify ]]; then pass "systemd-analyze verify iserfuse@lab.service: no complaint"; else
+		fail "systemd-analyze verify iserfuse@lab.service"
+		note "$work/verify"
+	fi
+else
+	echo "# systemd-analyze not installed: checking the unit's keys only"
+fi
+for kv in "Type=notify" "Restart=on-failure" "After=network-online.target" "Wants=network-online.target"; do
+	check "the unit has $kv" grep -qx "$kv" "$unit"
+done
+check "the unit runs the section named by the instance in the foreground" grep -qE '^ExecStart=/.*/iserfuse -f %i$' "$unit"
+
+# ---------------------------------------------------------------- man page
+if command -v mandoc >/dev/null; then
+	mandoc -T lint -W warning "$manpage" >"$work/lint" 2>&1 || true
+	if [[ ! -s $work/lint ]]; then pass "mandoc -T lint: no warnings"; else
+		fail "mandoc -T lint"
+		note "$work/lint"
+	fi
+fi
+MANWIDTH=80 LC_ALL=C.UTF-8 MANROFFSEQ='' man --warnings -l "$manpage" >"$work/man.txt" 2>"$work/man.err" || true
+if [[ ! -s $work/man.err ]] && grep -q "THREAD MODEL" "$work/man.txt"; then pass "man -l renders the page without warnings"; else
+	fail "man -l renders the page without warnings"
+	note "$work/man.err"
+fi
+missing=
+for opt in config initiator_name ro queue_depth max_io_kib pool_slices login_timeout cmd_timeout \
+	noop_interval noop_timeout header_digest data_digest secret_file log_level umask allow_other; do
+	grep -q -- "$opt" "$work/man.txt" || missing="$missing $opt"
+done
+check_eq "the man page names every option" "${missing# }" ""
+for section in SYNOPSIS OPTIONS "URL SYNTAX" FILES "EXIT STATUS" "THREAD MODEL" SECURITY EXAMPLES "SEE ALSO"; do
+	check "the man page has $section" grep -q "^$section" "$work/man.txt"
+done
+
+summary
