@@ -967,10 +967,11 @@ static void hook_tx_done(void *arg, const struct iscsi_tx_slot *slots, int n)
 
 /*
  * Complete, one at a time with the lock dropped around each callback, every
- * task `pick` selects; `res` is the result unless the task is doomed (then
+ * task `pick` selects; `err` is the result unless the task is doomed (then
  * its deferred_res).  Called with the lock held, returns with it held.
- * Tasks must be in no queue (state other than SS_UP) or be removed from
- * them by task_finish.
+ * While connected (SS_UP) a task whose PDUs the transport still sends
+ * completes later, in hook_tx_done; otherwise the transport is gone and it
+ * completes now.  Returns how many were picked.
  */
 static unsigned complete_tasks(struct iscsi_session *s, bool (*pick)(const struct task *), int err)
 {
@@ -987,9 +988,10 @@ static unsigned complete_tasks(struct iscsi_session *s, bool (*pick)(const struc
 		if (t->doomed || t->done_deferred) /* answered; only its unsent PDUs were left */
 			c.res = t->deferred_res;
 		t->doomed = false;
-		t->tx_pending = 0; /* the transport no longer sends anything */
 		t->done_deferred = false;
-		task_finish(s, t, &c);
+		if (s->state != SS_UP)
+			t->tx_pending = 0; /* the transport no longer sends anything */
+		task_finish(s, t, &c); /* else its PDUs still queued defer it to hook_tx_done */
 		n++;
 		pthread_mutex_unlock(&s->lock);
 		run_completion(&c);

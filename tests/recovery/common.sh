@@ -7,7 +7,8 @@
 #   mount_lun URL [OPTS...]     iserfuse -f on $work/mnt in the background,
 #                               stderr to $work/daemon.log; sets $daemon;
 #                               returns 1 if lun1 does not appear in 20 s
-#   unmount_check               fusermount3 -u, then "daemon exits" check
+#   unmount_check               fusermount3 -u, then "daemon exits 0" and "no
+#                               sanitizer report in its log" checks
 #   reinstated_count            how many "reinstated" lines the daemon logged
 #   wait_reinstated N SECS      until the daemon logged N of them
 #   downtimes                   the "down N ms" values logged, one a line
@@ -43,6 +44,12 @@ unmount_check() {
 		wait "$daemon" || rc=$?
 		check_eq "the daemon exits 0 after the unmount" "$rc" 0
 		daemon=''
+	fi
+	if grep -qE 'AddressSanitizer|LeakSanitizer|runtime error' "$work/daemon.log"; then
+		fail "no sanitizer report in the daemon's log"
+		grep -E -A12 'AddressSanitizer|LeakSanitizer|runtime error' "$work/daemon.log" | sed 's/^/#   /' | head -n 40
+	else
+		pass "no sanitizer report in the daemon's log"
 	fi
 }
 

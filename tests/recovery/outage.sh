@@ -10,7 +10,8 @@
 # replacement timeout plus a few seconds), a new read during the outage
 # fails at once with EIO, the daemon keeps running, and once tgtd is back
 # with the same LUN the session is reinstated and I/O works again (data
-# written before the outage reads back).
+# written before the outage reads back).  Last, an unmount while the
+# target is down again ends the daemon (close during recovery).
 set -euo pipefail
 
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
@@ -115,5 +116,12 @@ check_eq "I/O works again" "$ok" 1
 check "the data written before the outage reads back" cmp -s "$work/got" "$work/pattern"
 check "writes work again" dd if="$work/pattern" of="$work/mnt/lun1" bs=65536 seek=2 count=1 oflag=direct conv=notrunc status=none
 echo "# downtime (ms): $(downtimes | tr '\n' ' ')"
+
+# Unmount while the target is down again (iscsi_session_close during
+# recovery): the daemon must exit, not wait for the target.
+tgtd_kill "$work/tgtd"
+sleep 1
+start=$SECONDS
 unmount_check
+echo "# the daemon took $((SECONDS - start)) s to exit with the target down"
 summary
