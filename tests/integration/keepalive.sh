@@ -72,7 +72,7 @@ dd if=/dev/urandom of="$work/pattern" bs=4096 count=2 status=none
 check "write a pattern" dd if="$work/pattern" of="$mnt/lun1" bs=4096 count=2 oflag=direct conv=notrunc status=none
 
 kill -STOP "$tgt_pid"
-sleep 4 # > noop_interval + noop_timeout
+sleep 5 # > noop_interval + noop_timeout
 check "a silent target is declared dead" grep -q "no answer to a NOP-Out ping" "$work/daemon.log"
 rc=0
 timeout 30 dd if="$mnt/lun1" of="$work/got" bs=4096 count=2 iflag=direct status=none 2>"$work/dd.log" &
