@@ -6,7 +6,8 @@
  * drops the connection after the Nth.  Checks what reached each
  * "connection": commands re-issued in their original order with fresh
  * ITTs and consecutive new CmdSNs, callbacks exactly once, the re-issue
- * cap, the replacement timeout and iscsi_session_close during recovery.
+ * cap, the replacement timeout, iscsi_session_close during recovery, and
+ * the command timeout's ABORT TASK / LOGICAL UNIT RESET escalation.
  * Real targets are exercised by the recovery suite.
  */
 #include <criterion/criterion.h>
@@ -36,6 +37,10 @@ struct world {
 	int conns;                 /* connections made */
 	int drop_after[MAX_CONNS]; /* per connection: drop after receiving N commands (0: never) */
 	bool answer[MAX_CONNS];    /* per connection: answer commands GOOD */
+	bool ignore_first[MAX_CONNS]; /* per connection: leave its first command unanswered */
+	int tmf_response;          /* Task Management Response code to send; -1: none */
+	uint8_t tmf_seen[8];       /* functions of the TMF requests received */
+	int ntmf;
 	int drop_default;          /* for connections past the arrays */
 	struct seen seen[MAX_SEEN];
 	int nseen;
@@ -131,7 +136,10 @@ static void *f_thread(void *arg)
 	pthread_mutex_lock(&w->m);
 	int drop = c->index < MAX_CONNS ? w->drop_after[c->index] : w->drop_default;
 	bool answer = c->index < MAX_CONNS && w->answer[c->index];
+	bool ignore_first = c->index < MAX_CONNS && w->ignore_first[c->index];
+	int tmf_response = w->tmf_response;
 	pthread_mutex_unlock(&w->m);
+	int64_t next_tick = iscsi_now_ms() + 100;
 	for (;;) {
 		pthread_mutex_lock(&c->m);
 		bool stop = c->stop;
@@ -139,6 +147,11 @@ static void *f_thread(void *arg)
 		pthread_mutex_unlock(&c->m);
 		if (stop)
 			break;
+		if (iscsi_now_ms() >= next_tick) {
+			next_tick = iscsi_now_ms() + 100;
+			if ((err = c->hooks->tick(c->sess, iscsi_now_ms())))
+				break;
+		}
 		int n = c->hooks->tx_fill(c->sess, slots, 32);
 		if (n > 0)
 			c->hooks->tx_done(c->sess, slots, n);
@@ -158,16 +171,38 @@ static void *f_thread(void *arg)
 				err = c->hooks->rx_pdu(c->sess, out, NULL, 0);
 				continue;
 			}
+			if (h.opcode == ISCSI_OP_TASK_MGMT_REQ) {
+				pthread_mutex_lock(&w->m);
+				if (w->ntmf < 8)
+					w->tmf_seen[w->ntmf++] = h.u.tmf_req.function;
+				pthread_mutex_unlock(&w->m);
+				if (tmf_response < 0)
+					continue;
+				struct iscsi_bhs r = {0};
+				uint8_t out[ISCSI_BHS_LEN];
+				r.opcode = ISCSI_OP_TASK_MGMT_RSP;
+				r.final = true;
+				r.itt = h.itt;
+				r.u.tmf_rsp.response = (uint8_t)tmf_response;
+				r.u.tmf_rsp.statsn = statsn++;
+				r.u.tmf_rsp.expcmdsn = h.u.tmf_req.cmdsn;
+				r.u.tmf_rsp.maxcmdsn = h.u.tmf_req.cmdsn + 63;
+				cr_assert_eq(iscsi_bhs_encode(&r, out), 0);
+				err = c->hooks->rx_pdu(c->sess, out, NULL, 0);
+				continue;
+			}
 			if (h.opcode != ISCSI_OP_SCSI_CMD)
 				continue;
 			pthread_mutex_lock(&w->m);
 			cr_assert_lt(w->nseen, MAX_SEEN);
 			w->seen[w->nseen++] = (struct seen){c->index, h.itt, h.u.cmd.cmdsn, h.u.cmd.cdb[1]};
 			pthread_mutex_unlock(&w->m);
-			if (drop && ++got >= (uint32_t)drop) {
+			if (++got >= (uint32_t)drop && drop) {
 				err = -ECONNRESET;
 				break;
 			}
+			if (answer && ignore_first && got == 1)
+				continue;
 			if (answer) {
 				struct iscsi_bhs r = {0};
 				uint8_t out[ISCSI_BHS_LEN];
@@ -455,4 +490,63 @@ Test(session, close_during_recovery)
 		cr_assert_eq(calls(i), 1, "closing completes each parked command once");
 		cr_assert_eq(done.err[i], -ECONNABORTED);
 	}
+}
+
+Test(session, abort_task_reissues_on_the_same_connection)
+{
+	struct world w;
+	init_world(&w);
+	w.answer[0] = true;
+	w.ignore_first[0] = true; /* the first command is lost at the target */
+	w.tmf_response = 0;       /* function complete */
+	struct iscsi_session_config cfg = config(&w, 10000);
+	cfg.cmd_timeout_ms = 300;
+	struct iscsi_session *s = NULL;
+	char err[256] = "";
+	cr_assert_eq(iscsi_session_open(&cfg, &s, err, sizeof(err)), 0, "%s", err);
+	cr_assert_eq(submit(s, 0), 0);
+	cr_assert(wait_done(1));
+	cr_assert_eq(calls(0), 1);
+	cr_assert_eq(done.err[0], 0);
+	struct iscsi_session_stats st;
+	iscsi_session_get_stats(s, &st);
+	cr_assert_eq(st.reconnects, 0, "no reconnection");
+	pthread_mutex_lock(&w.m);
+	cr_assert_eq(w.ntmf, 1);
+	cr_assert_eq(w.tmf_seen[0], ISCSI_TMF_ABORT_TASK);
+	cr_assert_eq(w.nseen, 2);
+	cr_assert_eq(w.seen[1].conn, 0);
+	cr_assert_neq(w.seen[0].itt, w.seen[1].itt, "re-issued with a fresh ITT");
+	cr_assert_eq(w.seen[1].cmdsn, w.seen[0].cmdsn + 1, "and a new CmdSN");
+	pthread_mutex_unlock(&w.m);
+	iscsi_session_close(s, 1000);
+}
+
+Test(session, unanswered_task_management_escalates_to_a_reconnect)
+{
+	struct world w;
+	init_world(&w);
+	w.tmf_response = -1; /* connection 0 answers nothing at all */
+	w.answer[1] = true;
+	struct iscsi_session_config cfg = config(&w, 30000);
+	cfg.cmd_timeout_ms = 300;
+	struct iscsi_session *s = NULL;
+	char err[256] = "";
+	cr_assert_eq(iscsi_session_open(&cfg, &s, err, sizeof(err)), 0, "%s", err);
+	cr_assert_eq(submit(s, 0), 0);
+	for (int tries = 0; tries < 1000 && calls(0) == 0; tries++)
+		usleep(10000); /* ABORT TASK 2 s, LOGICAL UNIT RESET 2 s, then the drop */
+	cr_assert_eq(calls(0), 1);
+	cr_assert_eq(done.err[0], 0);
+	struct iscsi_session_stats st;
+	iscsi_session_get_stats(s, &st);
+	cr_assert_eq(st.reconnects, 1);
+	pthread_mutex_lock(&w.m);
+	cr_assert_eq(w.ntmf, 2);
+	cr_assert_eq(w.tmf_seen[0], ISCSI_TMF_ABORT_TASK);
+	cr_assert_eq(w.tmf_seen[1], ISCSI_TMF_LUN_RESET);
+	cr_assert_eq(w.nseen, 2);
+	cr_assert_eq(w.seen[1].conn, 1, "re-issued on the new connection");
+	pthread_mutex_unlock(&w.m);
+	iscsi_session_close(s, 1000);
 }
