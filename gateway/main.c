@@ -43,6 +43,7 @@ struct options {
 	unsigned pool_slices;
 	unsigned login_timeout;
 	int cmd_timeout, noop_interval, noop_timeout; /* seconds; -1 = not given */
+	int replacement_timeout; /* seconds; -1 = not given (120) */
 	char *header_digest, *data_digest; /* -o header_digest=, data_digest=: none|crc32c|auto */
 	char *secret_file;   /* -o secret_file=PATH: CHAP credentials */
 	char *config;        /* -o config=PATH: the configuration file (default GW_CONFIG_DEFAULT if present) */
@@ -88,6 +89,7 @@ static const struct fuse_opt option_spec[] = {
 	OPT("cmd_timeout=%d", cmd_timeout),
 	OPT("noop_interval=%d", noop_interval),
 	OPT("noop_timeout=%d", noop_timeout),
+	OPT("replacement_timeout=%d", replacement_timeout),
 	FUSE_OPT_KEY("ro", KEY_RO),
 	/* mount(8) and fstab words that mean nothing to a FUSE daemon (mount.fuse3 drops most of them too) */
 	FUSE_OPT_KEY("_netdev", KEY_IGNORE),
@@ -125,13 +127,15 @@ static void usage(FILE *f)
 		"    -o max_io_kib=N        largest FUSE read/write in KiB (default %u)\n"
 		"    -o pool_slices=N       payload buffers in the pool (default: queue_depth)\n"
 		"    -o login_timeout=S     connect and login timeout in seconds (default 15)\n"
-		"    -o cmd_timeout=S       a command unanswered this long drops the connection (default 30, 0 = never)\n"
+		"    -o cmd_timeout=S       a command unanswered this long is aborted and re-issued (default 30, 0 = never)\n"
 		"    -o noop_interval=S     NOP-Out ping after S idle seconds (default 5, 0 = off)\n"
 		"    -o noop_timeout=S      no answer S seconds after a ping drops the connection (default 5)\n"
 		"    -o header_digest=D     CRC32C header digests: none, crc32c (required) or auto (default none)\n"
 		"    -o data_digest=D       CRC32C data digests: none, crc32c (required) or auto (default none)\n"
 		"    -o secret_file=PATH    CHAP credentials (default none): 'key = value' lines: username,\n"
 		"                           password, mutual_username, mutual_password (mode 0600 or stricter)\n"
+		"    -o replacement_timeout=S  after a connection loss, I/O still pending S seconds later fails\n"
+		"                           with EIO, and new I/O too until the target is back (default 120)\n"
 		"                           CHAP credentials come from the URL (user%%password@, ?target_user=,\n"
 		"                           ?target_password= for mutual CHAP), then secret_file, then\n"
 		"                           ISERFUSE_CHAP_USERNAME, ISERFUSE_CHAP_PASSWORD,\n"
@@ -540,7 +544,7 @@ static int daemon_fork(int *ready_fd)
 int main(int argc, char **argv)
 {
 	struct fuse_args args = FUSE_ARGS_INIT(argc, argv);
-	struct options o = {.cmd_timeout = -1, .noop_interval = -1, .noop_timeout = -1};
+	struct options o = {.cmd_timeout = -1, .noop_interval = -1, .noop_timeout = -1, .replacement_timeout = -1};
 	struct fuse_cmdline_opts cmd = {0};
 	struct iscsi_url url = {0};
 	struct gw_creds creds = {0};
@@ -616,6 +620,10 @@ int main(int argc, char **argv)
 		fprintf(stderr, "iserfuse: cmd_timeout must be 0..86400 s, noop_interval 0..3600 s, noop_timeout 1..3600 s\n");
 		goto out;
 	}
+	if (o.replacement_timeout > 86400) {
+		fprintf(stderr, "iserfuse: replacement_timeout must be 0..86400 s\n");
+		goto out;
+	}
 	if (qd > 4096 || max_io < 4096 || max_io > 4u * 1024 * 1024 || max_io % 4096) {
 		fprintf(stderr, "iserfuse: queue_depth must be 1..4096 and max_io_kib a multiple of 4 in 4..4096\n");
 		goto out;
@@ -651,6 +659,7 @@ int main(int argc, char **argv)
 		.cmd_timeout_ms = (o.cmd_timeout < 0 ? 30 : o.cmd_timeout) * 1000,
 		.noop_interval_ms = (o.noop_interval < 0 ? 5 : o.noop_interval) * 1000,
 		.noop_timeout_ms = (o.noop_timeout < 0 ? 5 : o.noop_timeout) * 1000,
+		.replacement_timeout_ms = (o.replacement_timeout < 0 ? 120 : o.replacement_timeout) * 1000,
 	};
 	snprintf(sc.host, sizeof(sc.host), "%s", url.host);
 	snprintf(sc.target_name, sizeof(sc.target_name), "%s", url.target);

@@ -93,6 +93,48 @@ const char *iscsi_login_status_str(uint8_t cls, uint8_t detail)
 	return "unknown login status";
 }
 
+/* TargetAddress of a redirecting Login Response, kept for the caller. */
+static int redirect_key(void *arg, const char *key, const char *value)
+{
+	struct iscsi_login_result *res = arg;
+	if (strcmp(key, "TargetAddress") == 0)
+		snprintf(res->target_address, sizeof(res->target_address), "%s", value);
+	return 0;
+}
+
+int iscsi_target_address_parse(const char *value, char *host, size_t host_cap, unsigned *port)
+{
+	const char *p = value, *end;
+	size_t n;
+	if (*p == '[') {
+		end = strchr(p, ']');
+		if (!end)
+			return -EINVAL;
+		p++;
+		n = (size_t)(end - p);
+		end++;
+	} else {
+		end = p + strcspn(p, ":,");
+		n = (size_t)(end - p);
+	}
+	if (n == 0 || n >= host_cap)
+		return -EINVAL;
+	memcpy(host, p, n);
+	host[n] = '\0';
+	*port = 3260;
+	if (*end == ':') {
+		char *stop = NULL;
+		unsigned long v = strtoul(end + 1, &stop, 10);
+		if (stop == end + 1 || v == 0 || v > 65535 || (*stop && *stop != ','))
+			return -EINVAL;
+		*port = (unsigned)v;
+		end = stop;
+	}
+	if (*end && *end != ',')
+		return -EINVAL;
+	return 0;
+}
+
 static int status_errno(uint8_t cls, uint8_t detail)
 {
 	switch (cls) {
@@ -218,6 +260,8 @@ static int recv_rsp(struct login_ctx *c, struct iscsi_bhs *h)
 		}
 		c->res->status_class = h->u.login.status_class;
 		c->res->status_detail = h->u.login.status_detail;
+		if (h->u.login.status_class == 0x01 && !h->u.login.cont)
+			iscsi_text_parse(c->in, c->in_len, redirect_key, c->res); /* a malformed text leaves "" */
 		return status_errno(h->u.login.status_class, h->u.login.status_detail);
 	}
 	if (h->u.login.version_max != 0 || h->u.login.version_min != 0) {

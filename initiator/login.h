@@ -48,6 +48,8 @@ struct iscsi_login_result {
 	uint32_t expcmdsn, maxcmdsn;
 	uint8_t status_class, status_detail; /* of the last login response */
 	uint8_t chap_alg;                /* CHAP_A the target chose (also on failure); 0: no CHAP */
+	/* TargetAddress of a redirection (status class 1, §11.13.5, §13.8): "" if none */
+	char target_address[ISCSI_URL_HOST_MAX + 16];
 };
 
 /*
@@ -72,6 +74,13 @@ int iscsi_login(struct iscsi_transport *t, const struct iscsi_login_config *cfg,
  * changes nothing and returns false.
  */
 bool iscsi_login_chap_retry(struct iscsi_login_config *cfg, const struct iscsi_login_result *res);
+
+/*
+ * Split a TargetAddress value (RFC 7143 §13.8: domainname[:port][,tpgt],
+ * an IPv6 address in brackets) into host (without brackets, host_cap bytes)
+ * and *port (3260 when absent).  0, or -EINVAL for a malformed value.
+ */
+int iscsi_target_address_parse(const char *value, char *host, size_t host_cap, unsigned *port);
 
 /* Wipe the CHAP credentials in cfg (explicit_bzero). */
 void iscsi_login_config_wipe(struct iscsi_login_config *cfg);

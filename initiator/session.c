@@ -19,8 +19,14 @@
 #include "log.h"
 
 #define R2T_QUEUE 4
+/* Reconnect back-off (ms): first try at once, then BASE doubling up to MAX, each +-25% jitter. */
+#define RECONNECT_BASE_MS 250
+#define RECONNECT_MAX_MS 1000
 #define BURST_PDUS_PER_FILL 8
 #define NOP_DATA_MAX 4096
+/* A task management request not answered within cmd_timeout/2 (2..10 s) escalates. */
+#define TMF_TIMEOUT_MIN_MS 2000
+#define TMF_TIMEOUT_MAX_MS 10000
 
 struct r2t {
 	uint32_t ttt, offset, length;
@@ -39,14 +45,25 @@ struct task {
 	uint8_t r2t_head, r2t_count;
 	/* Data-In state (§11.7.2) */
 	uint32_t rx_offset, rx_datasn;
-	int64_t submit_ms;          /* CLOCK_MONOTONIC ms at submission, for cmd_timeout_ms */
+	int64_t submit_ms;          /* CLOCK_MONOTONIC ms at (re-)issue, for cmd_timeout_ms */
 	int64_t submit_us;          /* CLOCK_MONOTONIC us at submission, for the latency histogram */
+	uint64_t seq;               /* submission order, which is CmdSN order */
+	uint8_t reissues;           /* times re-issued after a connection loss */
+	bool doomed;                /* to complete with deferred_res while the connection is down */
 	/* PDUs of this task handed to the transport and not yet written: the
 	 * caller's buffer is still in use, so completion waits for them. */
 	uint16_t tx_pending;
 	bool done_deferred;
 	struct iscsi_cmd_result deferred_res;
 };
+
+/*
+ * SS_UP: full feature phase.  SS_DOWN: the connection is lost, the recovery
+ * thread reconnects; commands wait, parked (in no queue).  SS_STARTING: a
+ * new connection is logged in and its event thread starting; commands
+ * still park.  SS_CLOSED: shut down for good.
+ */
+enum sess_state { SS_UP, SS_DOWN, SS_STARTING, SS_CLOSED };
 
 struct iscsi_session {
 	pthread_mutex_t lock;
@@ -57,9 +74,23 @@ struct iscsi_session {
 	struct iscsi_params params;
 	uint8_t isid[6];
 	uint16_t tsih;
-	bool up;
+	uint8_t chap_algs[ISCSI_CHAP_ALGS_MAX]; /* CHAP_A offer, narrowed by iscsi_login_chap_retry */
+	enum sess_state state;
 	pthread_t event_thread;
 	bool event_thread_known;
+
+	/* Recovery (ERL 0): the recovery thread reconnects while state is SS_DOWN. */
+	pthread_t rec_thread;
+	bool rec_started;
+	pthread_cond_t rec_cv;      /* state became SS_DOWN, or closing */
+	bool closing;               /* iscsi_session_close has begun: recovery stops */
+	bool fail_fast;             /* down for longer than replacement_timeout_ms */
+	int64_t lost_ms;            /* when the connection was lost (0: up) */
+	int lost_err;               /* why */
+	const char *lost_reason;    /* or this (drop_reason at the loss), when set */
+	unsigned reissued;          /* commands re-issued by the recovery in progress */
+	uint64_t next_seq;
+	struct task **sorted;       /* ntasks pointers: re-issue order */
 
 	uint32_t cmdsn, expcmdsn, maxcmdsn, expstatsn;
 
@@ -83,8 +114,28 @@ struct iscsi_session {
 	int64_t ping_sent_ms;
 	uint32_t ping_itt;
 
+	/*
+	 * Task management (§11.5), one request at a time: ABORT TASK for a
+	 * command older than cmd_timeout_ms, then LOGICAL UNIT RESET, then the
+	 * connection is dropped.
+	 */
+	bool tmf_want, tmf_sent;
+	uint8_t tmf_function;       /* ISCSI_TMF_ABORT_TASK or ISCSI_TMF_LUN_RESET */
+	uint64_t tmf_lun;
+	uint32_t tmf_itt, tmf_rtt, tmf_refcmdsn;
+	int64_t tmf_sent_ms;
+
 	/* Logout (§11.14) */
 	bool logout_want, logout_sent, logout_done;
+	/*
+	 * The target asked for a logout (Async Message, AsyncEvent 1): new
+	 * commands park; once none is in flight (or at relogin_deadline_ms)
+	 * Logout, then the connection is dropped and recovery logs in again.
+	 */
+	bool relogin_pending, logout_relogin;
+	int64_t relogin_deadline_ms, logout_sent_ms;
+	const char *drop_reason;    /* why the session itself drops the connection, for the recovery line */
+	int64_t reconnect_delay_ms; /* Time2Wait the target asked for before we reconnect */
 	uint32_t logout_itt;
 
 	struct iscsi_session_stats stats;
@@ -235,10 +286,28 @@ static void task_finish(struct iscsi_session *s, struct task *t, struct completi
 		pthread_cond_broadcast(&s->state_cv);
 }
 
+/* Forget a task's per-connection state: it will be sent again from scratch. */
+static void task_reset(struct task *t)
+{
+	t->next = NULL;
+	t->in_txq = t->cmd_sent = t->bursting = false;
+	t->cmdsn = t->unsol_end = t->tx_offset = t->burst_end = t->burst_ttt = t->burst_datasn = 0;
+	t->r2t_head = t->r2t_count = 0;
+	t->rx_offset = t->rx_datasn = 0;
+	t->tx_pending = 0;
+	t->done_deferred = false;
+}
+
+/* Callbacks may submit; such submissions never wait for a slot (whatever the thread). */
+static _Thread_local int in_callback;
+
 static void run_completion(struct completion *c)
 {
-	if (c->cb)
+	if (c->cb) {
+		in_callback++;
 		c->cb(c->arg, &c->res);
+		in_callback--;
+	}
 }
 
 /* ---- tx: build PDUs (called by the transport's event thread) ---- */
@@ -385,6 +454,26 @@ static int hook_tx_fill(void *arg, struct iscsi_tx_slot *slots, int max)
 		s->ping_sent = true;
 		s->ping_sent_ms = iscsi_now_ms();
 	}
+	if (s->tmf_want && n < max) {
+		struct iscsi_bhs h = {0};
+		h.opcode = ISCSI_OP_TASK_MGMT_REQ;
+		h.immediate = true;
+		h.final = true;
+		h.lun = s->tmf_lun;
+		h.itt = s->tmf_itt;
+		h.u.tmf_req.function = s->tmf_function;
+		h.u.tmf_req.rtt = s->tmf_function == ISCSI_TMF_ABORT_TASK ? s->tmf_rtt : ISCSI_RESERVED_TAG;
+		h.u.tmf_req.cmdsn = immediate_cmdsn(s);
+		h.u.tmf_req.expstatsn = s->expstatsn;
+		h.u.tmf_req.refcmdsn = s->tmf_function == ISCSI_TMF_ABORT_TASK ? s->tmf_refcmdsn : 0;
+		iscsi_bhs_encode(&h, slots[n].bhs);
+		slots[n].data = NULL;
+		slots[n].dlen = 0;
+		n++;
+		s->tmf_want = false;
+		s->tmf_sent = true;
+		s->tmf_sent_ms = iscsi_now_ms();
+	}
 	while (n < max) {
 		struct task *t = txq_pop(s);
 		if (!t)
@@ -433,6 +522,7 @@ static int hook_tx_fill(void *arg, struct iscsi_tx_slot *slots, int max)
 		slots[n].dlen = 0;
 		n++;
 		s->logout_sent = true;
+		s->logout_sent_ms = iscsi_now_ms();
 	}
 	pthread_mutex_unlock(&s->lock);
 	return n;
@@ -578,6 +668,88 @@ static int rx_r2t(struct iscsi_session *s, const struct iscsi_bhs *h)
 	return 0;
 }
 
+
+/*
+ * Send a task that the target no longer has (aborted by ABORT TASK or
+ * LOGICAL UNIT RESET) again on this connection, with a fresh ITT and a new
+ * CmdSN; or, once it was re-issued ISCSI_REISSUE_MAX times, mark it
+ * doomed (to fail with -EIO by complete_tasks) and return true.  PDUs of it
+ * still in the transport's batch stay counted in tx_pending (the buffer is
+ * the same).  Lock held.
+ */
+static bool reissue_now(struct iscsi_session *s, struct task *t)
+{
+	if (t->reissues >= ISCSI_REISSUE_MAX) {
+		log_err("command 0x%02x aborted %u times: failing it", t->cmd.cdb[0], t->reissues + 1);
+		if (t->in_txq)
+			txq_remove(s, t);
+		memset(&t->deferred_res, 0, sizeof(t->deferred_res));
+		t->deferred_res.err = -EIO;
+		t->doomed = true;
+		return true;
+	}
+	t->reissues++;
+	if (t->in_txq)
+		txq_remove(s, t);
+	uint16_t pending = t->tx_pending;
+	task_reset(t);
+	t->tx_pending = pending;
+	t->gen++;
+	if (t->gen >= 0xfffc)
+		t->gen = 0;
+	t->itt = ((uint32_t)t->gen << 16) | t->index;
+	t->submit_ms = iscsi_now_ms();
+	if (s->win_tail)
+		s->win_tail->next = t;
+	else
+		s->win_head = t;
+	s->win_tail = t;
+	return false;
+}
+
+static unsigned complete_tasks(struct iscsi_session *s, bool (*pick)(const struct task *), int err);
+static bool pick_doomed(const struct task *t);
+
+/* Task Management Function Response (§11.6) to our ABORT TASK or LOGICAL UNIT RESET. */
+static int rx_tmf_rsp(struct iscsi_session *s, const struct iscsi_bhs *h)
+{
+	if (!s->tmf_sent || h->itt != s->tmf_itt) {
+		log_warn("Task Management Response we did not ask for (ITT 0x%08x): ignored", h->itt);
+		return 0;
+	}
+	s->tmf_sent = false;
+	uint8_t r = h->u.tmf_rsp.response;
+	bool abort = s->tmf_function == ISCSI_TMF_ABORT_TASK;
+	/* 0: function complete; 1: task does not exist (the target lost it: send it again) */
+	if (r == 0 || (abort && r == 1)) {
+		unsigned n = 0, failed = 0;
+		for (unsigned i = 0; i < s->ntasks; i++) {
+			struct task *t = &s->tasks[i];
+			if (!t->in_use || !t->cmd_sent || t->done_deferred ||
+			    (abort ? t->itt != s->tmf_rtt : t->cmd.lun != s->tmf_lun))
+				continue;
+			if (reissue_now(s, t))
+				failed++;
+			else
+				n++;
+		}
+		log_warn("%s done (response %u): %u commands re-issued, %u failed", abort ? "ABORT TASK" : "LOGICAL UNIT RESET",
+			 r, n, failed);
+		if (failed)
+			complete_tasks(s, pick_doomed, 0); /* drops the lock around the callbacks */
+		return 0;
+	}
+	if (abort) {
+		log_err("ABORT TASK for ITT 0x%08x refused (response %u): LOGICAL UNIT RESET", s->tmf_rtt, r);
+		s->tmf_function = ISCSI_TMF_LUN_RESET;
+		s->tmf_itt = 0xfffc0000u | ((s->tmf_itt + 1) & 0xffffu);
+		s->tmf_want = true;
+		return 0;
+	}
+	log_err("LOGICAL UNIT RESET refused (response %u): dropping the connection", r);
+	return -ETIMEDOUT;
+}
+
 static int rx_reject(struct iscsi_session *s, const struct iscsi_bhs *h, const uint8_t *data,
 		     uint32_t dlen, struct completion *c, bool *done)
 {
@@ -590,6 +762,15 @@ static int rx_reject(struct iscsi_session *s, const struct iscsi_bhs *h, const u
 		iscsi_opcode_name(iscsi_wire_opcode(data)), itt, h->u.reject.reason);
 	struct task *t = task_lookup(s, itt);
 	if (t && iscsi_wire_opcode(data) == ISCSI_OP_SCSI_CMD) {
+		uint8_t r = h->u.reject.reason;
+		/* §11.17.1: data digest error, too many immediate commands, long
+		 * operation (out of resources), waiting for logout: the command
+		 * may be sent again; anything else says it never will work. */
+		if (r == 0x02 || r == 0x06 || r == 0x0a || r == 0x0c) {
+			if (reissue_now(s, t))
+				complete_tasks(s, pick_doomed, 0);
+			return 0;
+		}
 		memset(&c->res, 0, sizeof(c->res));
 		c->res.err = -EIO;
 		task_finish(s, t, c);
@@ -600,11 +781,77 @@ static int rx_reject(struct iscsi_session *s, const struct iscsi_bhs *h, const u
 	return -EPROTO;
 }
 
+/* A SCSI asynchronous event for the caller's hook, which runs after the lock is released. */
+struct async_sense {
+	bool have;
+	uint64_t lun;
+	struct scsi_sense sense;
+};
+
+/* Seconds from an Async Message parameter, capped so a hostile value cannot stall recovery. */
+static int64_t async_secs_ms(uint16_t secs)
+{
+	return (int64_t)(secs > 60 ? 60 : secs) * 1000;
+}
+
+/*
+ * Async Message (§11.9).  0: SCSI asynchronous event, its sense goes to
+ * cfg.on_async_sense (or the log); 1: the target asks for a logout: park
+ * new commands, log out once none is in flight (within Parameter3 seconds)
+ * and log in again; 2, 3: the target will drop the connection or the
+ * session: drop it now and reconnect after Time2Wait (Parameter2); 4:
+ * parameter renegotiation: not done in the full feature phase, logged.
+ * Lock held.  0, or a negative errno to drop the connection.
+ */
+static int rx_async(struct iscsi_session *s, const struct iscsi_bhs *h, const uint8_t *data, uint32_t dlen,
+		    struct async_sense *ev)
+{
+	switch (h->u.async.event) {
+	case 0: {
+		uint32_t slen = dlen >= 2 ? be16_get(data) : 0;
+		if (dlen < 2 || slen == 0 || slen > dlen - 2) {
+			log_warn("SCSI asynchronous event with SenseLength %u in a %u-byte segment: ignored", slen, dlen);
+			return 0;
+		}
+		scsi_parse_sense(data + 2, slen, &ev->sense);
+		ev->lun = h->lun;
+		if (s->cfg.on_async_sense)
+			ev->have = true;
+		else
+			log_warn("SCSI asynchronous event: sense %x/%02x/%02x", ev->sense.key, ev->sense.asc,
+				 ev->sense.ascq);
+		return 0;
+	}
+	case 1:
+		if (!s->relogin_pending && !s->logout_want) {
+			log_warn("target requests a logout within %u s: logging out and in again", h->u.async.param3);
+			s->relogin_pending = true;
+			s->relogin_deadline_ms = iscsi_now_ms() + async_secs_ms(h->u.async.param3 ? h->u.async.param3 : 2);
+		}
+		return 0;
+	case 2:
+	case 3:
+		log_warn("target will drop the %s (Time2Wait %u s): reconnecting",
+			 h->u.async.event == 2 ? "connection" : "session", h->u.async.param2);
+		s->drop_reason = h->u.async.event == 2 ? "the target announced dropping the connection"
+						       : "the target announced dropping the session";
+		s->reconnect_delay_ms = async_secs_ms(h->u.async.param2);
+		return -ECONNRESET;
+	case 4:
+		log_warn("target asks to renegotiate parameters: ignored (no Text negotiation in the full feature phase)");
+		return 0;
+	default:
+		log_warn("target sent asynchronous event %u (vcode %u): ignored", h->u.async.event, h->u.async.vcode);
+		return 0;
+	}
+}
+
 static int hook_rx_pdu(void *arg, const uint8_t *bhs, const uint8_t *data, uint32_t dlen)
 {
 	struct iscsi_session *s = arg;
 	struct iscsi_bhs h;
 	struct completion c = {0};
+	struct async_sense ev = {0};
 	bool done = false, kick = false;
 	int rc = iscsi_bhs_decode(bhs, &h);
 	if (rc) {
@@ -668,10 +915,18 @@ static int hook_rx_pdu(void *arg, const uint8_t *bhs, const uint8_t *data, uint3
 			log_warn("logout response %u", h.u.logout.response);
 		s->logout_done = true;
 		pthread_cond_broadcast(&s->state_cv);
+		if (s->logout_relogin) {
+			/* Logged out as the target asked: log in again after its Time2Wait. */
+			s->drop_reason = "a logout requested by the target";
+			s->reconnect_delay_ms = (int64_t)h.u.logout.time2wait * 1000;
+			rc = -ECONNRESET;
+		}
 		break;
 	case ISCSI_OP_ASYNC_MSG:
 		update_cmdsn(s, h.u.async.expcmdsn, h.u.async.maxcmdsn);
-		log_warn("target sent asynchronous event %u (vcode %u)", h.u.async.event, h.u.async.vcode);
+		update_statsn(s, h.u.async.statsn);
+		rc = rx_async(s, &h, data, dlen, &ev);
+		kick = true;
 		break;
 	case ISCSI_OP_REJECT:
 		update_cmdsn(s, h.u.reject.expcmdsn, h.u.reject.maxcmdsn);
@@ -682,6 +937,8 @@ static int hook_rx_pdu(void *arg, const uint8_t *bhs, const uint8_t *data, uint3
 		break;
 	case ISCSI_OP_TASK_MGMT_RSP:
 		update_cmdsn(s, h.u.tmf_rsp.expcmdsn, h.u.tmf_rsp.maxcmdsn);
+		update_statsn(s, h.u.tmf_rsp.statsn);
+		rc = rx_tmf_rsp(s, &h);
 		break;
 	default:
 		log_err("unexpected %s PDU in the full feature phase", iscsi_opcode_name(h.opcode));
@@ -692,6 +949,8 @@ static int hook_rx_pdu(void *arg, const uint8_t *bhs, const uint8_t *data, uint3
 	pthread_mutex_unlock(&s->lock);
 	if (done)
 		run_completion(&c);
+	if (ev.have)
+		s->cfg.on_async_sense(s->cfg.async_arg, ev.lun, &ev.sense);
 	(void)kick; /* the event thread flushes tx after every receive */
 	return rc;
 }
@@ -718,33 +977,105 @@ static void hook_tx_done(void *arg, const struct iscsi_tx_slot *slots, int n)
 		run_completion(&done[i]);
 }
 
-static void hook_conn_lost(void *arg, int err)
+/*
+ * Complete, one at a time with the lock dropped around each callback, every
+ * task `pick` selects; `err` is the result unless the task is doomed (then
+ * its deferred_res).  Called with the lock held, returns with it held.
+ * While connected (SS_UP) a task whose PDUs the transport still sends
+ * completes later, in hook_tx_done; otherwise the transport is gone and it
+ * completes now.  Returns how many were picked.
+ */
+static unsigned complete_tasks(struct iscsi_session *s, bool (*pick)(const struct task *), int err)
 {
-	struct iscsi_session *s = arg;
-	pthread_mutex_lock(&s->lock);
-	if (err && !s->logout_done)
-		log_err("connection to %s:%u lost: %s", s->cfg.host, s->cfg.port, strerror(-err));
-	s->up = false;
+	unsigned n = 0;
 	for (;;) {
 		struct task *t = NULL;
-		for (unsigned i = 0; i < s->ntasks; i++)
-			if (s->tasks[i].in_use) {
+		for (unsigned i = 0; i < s->ntasks && !t; i++)
+			if (s->tasks[i].in_use && pick(&s->tasks[i]))
 				t = &s->tasks[i];
-				break;
-			}
 		if (!t)
-			break;
+			return n;
 		struct completion c = {0};
-		c.res.err = err ? -ECONNRESET : -ECONNABORTED;
-		if (t->done_deferred) /* answered; only its unsent PDUs were left */
+		c.res.err = err;
+		if (t->doomed || t->done_deferred) /* answered; only its unsent PDUs were left */
 			c.res = t->deferred_res;
-		t->tx_pending = 0; /* the transport no longer sends anything */
+		t->doomed = false;
 		t->done_deferred = false;
-		task_finish(s, t, &c);
+		if (s->state != SS_UP)
+			t->tx_pending = 0; /* the transport no longer sends anything */
+		task_finish(s, t, &c); /* else its PDUs still queued defer it to hook_tx_done */
+		n++;
 		pthread_mutex_unlock(&s->lock);
 		run_completion(&c);
 		pthread_mutex_lock(&s->lock);
 	}
+}
+
+static bool pick_any(const struct task *t) { (void)t; return true; }
+static bool pick_doomed(const struct task *t) { return t->doomed; }
+
+
+/*
+ * The connection is gone and the session will be recovered (RFC 7143
+ * §6.3.5, ERL 0): every command not answered yet is parked for re-issue,
+ * one answered while its PDUs were still queued completes now, one
+ * re-issued ISCSI_REISSUE_MAX times already fails with -EIO.  On the dying
+ * connection's event thread, lock held; the recovery thread takes over.
+ */
+static void lose_connection(struct iscsi_session *s, int err)
+{
+	s->state = SS_DOWN;
+	s->event_thread_known = false;
+	if (!s->lost_ms) {
+		s->lost_ms = iscsi_now_ms();
+		s->lost_err = err;
+		s->lost_reason = s->drop_reason;
+		s->reissued = 0;
+	}
+	s->drop_reason = NULL;
+	for (unsigned i = 0; i < s->ntasks; i++) {
+		struct task *t = &s->tasks[i];
+		if (!t->in_use)
+			continue;
+		if (t->done_deferred) {
+			t->doomed = true;
+		} else if (t->cmd_sent && t->reissues >= ISCSI_REISSUE_MAX) {
+			log_err("command 0x%02x lost with the connection %u times: failing it", t->cmd.cdb[0],
+				t->reissues + 1);
+			memset(&t->deferred_res, 0, sizeof(t->deferred_res));
+			t->deferred_res.err = -EIO;
+			t->doomed = true;
+		} else if (t->cmd_sent) {
+			t->reissues++;
+		}
+		task_reset(t);
+	}
+	s->win_head = s->win_tail = s->tx_head = s->tx_tail = NULL;
+	s->nop_reply = s->ping_want = s->ping_sent = false;
+	s->tmf_want = s->tmf_sent = false;
+	s->relogin_pending = s->logout_relogin = s->logout_want = s->logout_sent = s->logout_done = false;
+	pthread_cond_signal(&s->rec_cv);
+	complete_tasks(s, pick_doomed, 0);
+}
+
+static void hook_conn_lost(void *arg, int err)
+{
+	struct iscsi_session *s = arg;
+	pthread_mutex_lock(&s->lock);
+	if (err && !s->logout_done && !s->closing)
+		log_err("connection to %s:%u lost: %s", s->cfg.host, s->cfg.port,
+			s->drop_reason ? s->drop_reason : strerror(-err));
+	if (err && !s->closing && s->state != SS_CLOSED) {
+		lose_connection(s, err);
+		pthread_mutex_unlock(&s->lock);
+		return;
+	}
+	/* Shut down (iscsi_session_close): whatever is left fails. */
+	s->state = SS_CLOSED;
+	for (unsigned i = 0; i < s->ntasks; i++)
+		s->tasks[i].in_txq = false;
+	s->win_head = s->win_tail = s->tx_head = s->tx_tail = NULL;
+	complete_tasks(s, pick_any, err ? -ECONNRESET : -ECONNABORTED);
 	s->win_head = s->win_tail = s->tx_head = s->tx_tail = NULL;
 	s->logout_done = true;
 	pthread_cond_broadcast(&s->slot_cv);
@@ -765,16 +1096,62 @@ static int hook_tick(void *arg, int64_t now)
 	int rc = 0;
 	bool kick = false;
 	pthread_mutex_lock(&s->lock);
-	if (s->cfg.cmd_timeout_ms > 0) {
+	if (s->state != SS_UP) { /* commands are requeued with fresh deadlines first */
+		pthread_mutex_unlock(&s->lock);
+		return 0;
+	}
+	if (s->tmf_sent) {
+		int64_t limit = s->cfg.cmd_timeout_ms / 2;
+		limit = limit < TMF_TIMEOUT_MIN_MS ? TMF_TIMEOUT_MIN_MS : limit > TMF_TIMEOUT_MAX_MS ? TMF_TIMEOUT_MAX_MS : limit;
+		if (now - s->tmf_sent_ms > limit) {
+			s->tmf_sent = false;
+			if (s->tmf_function == ISCSI_TMF_ABORT_TASK) {
+				log_err("no answer to ABORT TASK for ITT 0x%08x within %lld ms: LOGICAL UNIT RESET", s->tmf_rtt,
+					(long long)limit);
+				s->tmf_function = ISCSI_TMF_LUN_RESET;
+				s->tmf_itt = 0xfffc0000u | ((s->tmf_itt + 1) & 0xffffu);
+				s->tmf_want = kick = true;
+			} else {
+				log_err("no answer to LOGICAL UNIT RESET within %lld ms: dropping the connection", (long long)limit);
+				rc = -ETIMEDOUT;
+			}
+		}
+	} else if (!s->tmf_want && s->cfg.cmd_timeout_ms > 0) {
 		for (unsigned i = 0; i < s->ntasks; i++) {
 			struct task *t = &s->tasks[i];
-			if (t->in_use && now - t->submit_ms > s->cfg.cmd_timeout_ms) {
-				log_err("command 0x%02x (ITT 0x%08x) not answered within %d s: dropping the connection",
+			if (!t->in_use || now - t->submit_ms <= s->cfg.cmd_timeout_ms)
+				continue;
+			if (!t->cmd_sent || t->done_deferred) {
+				/* Never sent (the CmdSN window stayed closed) or stuck in the transport. */
+				log_err("command 0x%02x (ITT 0x%08x) not sent within %d s: dropping the connection",
 					t->cmd.cdb[0], t->itt, s->cfg.cmd_timeout_ms / 1000);
 				rc = -ETIMEDOUT;
 				break;
 			}
+			log_err("command 0x%02x (ITT 0x%08x) not answered within %d s: ABORT TASK", t->cmd.cdb[0],
+				t->itt, s->cfg.cmd_timeout_ms / 1000);
+			s->tmf_function = ISCSI_TMF_ABORT_TASK;
+			s->tmf_lun = t->cmd.lun;
+			s->tmf_rtt = t->itt;
+			s->tmf_refcmdsn = t->cmdsn;
+			s->tmf_itt = 0xfffc0000u | ((s->tmf_itt + 1) & 0xffffu);
+			s->tmf_want = kick = true;
+			break;
 		}
+	}
+	if (!rc && s->relogin_pending && !s->logout_want) {
+		bool inflight = false;
+		for (unsigned i = 0; i < s->ntasks && !inflight; i++)
+			inflight = s->tasks[i].in_use && s->tasks[i].cmd_sent;
+		if (!inflight || now >= s->relogin_deadline_ms) {
+			s->logout_want = s->logout_relogin = true;
+			kick = true;
+		}
+	}
+	if (!rc && s->logout_relogin && s->logout_sent && now - s->logout_sent_ms > 5000) {
+		log_err("no Logout Response within 5 s: dropping the connection");
+		s->drop_reason = "a logout requested by the target";
+		rc = -ETIMEDOUT;
 	}
 	if (!rc && s->cfg.noop_interval_ms > 0 && !s->logout_want) {
 		int64_t quiet_since = s->last_rx_ms;
@@ -791,9 +1168,9 @@ static int hook_tick(void *arg, int64_t now)
 			kick = true;
 		}
 	}
-	pthread_mutex_unlock(&s->lock);
 	if (kick)
 		s->t->ops->kick(s->t);
+	pthread_mutex_unlock(&s->lock);
 	return rc;
 }
 
@@ -806,7 +1183,7 @@ static const struct iscsi_transport_hooks session_hooks = {
 	.conn_lost = hook_conn_lost,
 };
 
-/* ---- public API ---- */
+/* ---- connecting, and recovery (ERL 0) ---- */
 
 static void session_wipe_creds(struct iscsi_session *s)
 {
@@ -814,6 +1191,322 @@ static void session_wipe_creds(struct iscsi_session *s)
 	explicit_bzero(s->cfg.chap_secret, sizeof(s->cfg.chap_secret));
 	explicit_bzero(s->cfg.chap_mutual_user, sizeof(s->cfg.chap_mutual_user));
 	explicit_bzero(s->cfg.chap_mutual_secret, sizeof(s->cfg.chap_mutual_secret));
+}
+
+/* Login redirections followed in one attempt (RFC 7143 §11.13.5, status class 1). */
+#define REDIRECTS_MAX 4
+
+/*
+ * Connect and log in with the session's ISID (TSIH 0: a new session, or the
+ * reinstatement of the one this ISID had, RFC 7143 §6.3.5).  The one path
+ * for iscsi_session_open and for recovery; cfg->transport_ctx goes to every
+ * connect.  A redirection (0x0101 temporary, 0x0102 permanent) is followed
+ * to its TargetAddress; a permanent one replaces the portal in s->cfg for
+ * every later login.  On success *out is the connected transport, not
+ * started.  Called only where no event thread runs (open, recovery).
+ */
+static int connect_login(struct iscsi_session *s, int timeout_ms, struct iscsi_transport **out,
+			 struct iscsi_login_result *lr, char *err, size_t err_cap)
+{
+	const struct iscsi_session_config *cfg = &s->cfg;
+	char host[ISCSI_URL_HOST_MAX];
+	unsigned port = cfg->port;
+	snprintf(host, sizeof(host), "%s", cfg->host);
+	struct iscsi_login_config lc = {0};
+	snprintf(lc.initiator_name, sizeof(lc.initiator_name), "%s", cfg->initiator_name);
+	snprintf(lc.target_name, sizeof(lc.target_name), "%s", cfg->target_name);
+	memcpy(lc.isid, s->isid, sizeof(lc.isid));
+	lc.tsih = 0;
+	lc.cmdsn = 1;
+	lc.neg = cfg->neg;
+	lc.timeout_ms = timeout_ms;
+	memcpy(lc.chap_algs, s->chap_algs, sizeof(lc.chap_algs));
+	memcpy(lc.chap_user, cfg->chap_user, sizeof(lc.chap_user));
+	memcpy(lc.chap_secret, cfg->chap_secret, sizeof(lc.chap_secret));
+	memcpy(lc.chap_mutual_user, cfg->chap_mutual_user, sizeof(lc.chap_mutual_user));
+	memcpy(lc.chap_mutual_secret, cfg->chap_mutual_secret, sizeof(lc.chap_mutual_secret));
+
+	struct iscsi_transport *t = NULL;
+	int rc = 0;
+	bool chap_retried = false;
+	for (unsigned hop = 0;; hop++) {
+		rc = cfg->transport->connect(&t, cfg->transport_ctx, host, port, timeout_ms, err, err_cap);
+		if (rc) {
+			t = NULL;
+			break;
+		}
+		rc = iscsi_login(t, &lc, lr, err, err_cap);
+		if (rc == 0)
+			break;
+		t->ops->shutdown(t);
+		t->ops->destroy(t);
+		t = NULL;
+		if (!chap_retried && iscsi_login_chap_retry(&lc, lr)) {
+			/* The target took CHAP_A=7 for SHA-1 (see iscsi_login_chap_retry): once more without it. */
+			log_info("login with CHAP SHA-256 refused; retrying without CHAP_A=7");
+			memcpy(s->chap_algs, lc.chap_algs, sizeof(s->chap_algs));
+			chap_retried = true;
+			continue;
+		}
+		if (lr->status_class != 0x01 || hop == REDIRECTS_MAX)
+			break;
+		char nhost[ISCSI_URL_HOST_MAX];
+		unsigned nport;
+		if (!lr->target_address[0] ||
+		    iscsi_target_address_parse(lr->target_address, nhost, sizeof(nhost), &nport)) {
+			snprintf(err, err_cap, "login redirected (status 0x01%02x) without a usable TargetAddress",
+				 lr->status_detail);
+			rc = -EPROTO;
+			break;
+		}
+		bool permanent = lr->status_detail == 0x02;
+		log_warn("login to %s:%u redirected %s to %s:%u", host, port, permanent ? "permanently" : "temporarily",
+			 nhost, nport);
+		snprintf(host, sizeof(host), "%s", nhost);
+		port = nport;
+		if (permanent) {
+			pthread_mutex_lock(&s->lock);
+			snprintf(s->cfg.host, sizeof(s->cfg.host), "%s", nhost);
+			s->cfg.port = nport;
+			pthread_mutex_unlock(&s->lock);
+		}
+	}
+	iscsi_login_config_wipe(&lc);
+	if (rc)
+		return rc;
+	*out = t;
+	return 0;
+}
+
+/* Target busy at login (status 0x0301 service unavailable, 0x0302 out of resources). */
+static bool login_busy(const struct iscsi_login_result *lr)
+{
+	return lr->status_class == 0x03 && (lr->status_detail == 0x01 || lr->status_detail == 0x02);
+}
+
+/* Take the login's sequence numbers and parameters (lock held, or before the session is shared). */
+static void adopt_login(struct iscsi_session *s, struct iscsi_transport *t, const struct iscsi_login_result *lr)
+{
+	s->t = t;
+	s->tsih = lr->tsih;
+	s->params = lr->params;
+	s->cmdsn = lr->expcmdsn;
+	s->expcmdsn = lr->expcmdsn;
+	s->maxcmdsn = lr->maxcmdsn;
+	s->expstatsn = lr->expstatsn;
+	s->last_rx_ms = iscsi_now_ms();
+	s->ping_want = s->ping_sent = s->nop_reply = false;
+	s->tmf_want = s->tmf_sent = false;
+	s->event_thread_known = false;
+}
+
+static const char *loss_cause(int err)
+{
+	switch (err) {
+	case -ETIMEDOUT:
+		return "command or NOP-Out timeout";
+	case -EBADMSG:
+		return "digest error";
+	case -EPROTO:
+		return "protocol violation";
+	default:
+		return strerror(-err);
+	}
+}
+
+static const char *loss_what(const struct iscsi_session *s)
+{
+	return s->lost_reason ? s->lost_reason : loss_cause(s->lost_err);
+}
+
+static int by_seq(const void *a, const void *b)
+{
+	const struct task *x = *(struct task *const *)a, *y = *(struct task *const *)b;
+	return x->seq < y->seq ? -1 : x->seq > y->seq;
+}
+
+/*
+ * Queue every parked command again in submission (= old CmdSN) order with
+ * a fresh ITT; window_admit gives them new CmdSNs.  Lock held, state
+ * SS_STARTING.  Returns how many there are.
+ */
+static unsigned requeue_parked(struct iscsi_session *s)
+{
+	unsigned n = 0;
+	for (unsigned i = 0; i < s->ntasks; i++)
+		if (s->tasks[i].in_use)
+			s->sorted[n++] = &s->tasks[i];
+	qsort(s->sorted, n, sizeof(*s->sorted), by_seq);
+	int64_t now = iscsi_now_ms();
+	for (unsigned i = 0; i < n; i++) {
+		struct task *t = s->sorted[i];
+		task_reset(t);
+		t->gen++;
+		if (t->gen >= 0xfffc) /* 0xfffc..0xffff: TMF, pings, Logout, the reserved tag */
+			t->gen = 0;
+		t->itt = ((uint32_t)t->gen << 16) | t->index;
+		t->submit_ms = now;
+		if (s->win_tail)
+			s->win_tail->next = t;
+		else
+			s->win_head = t;
+		s->win_tail = t;
+	}
+	window_admit(s);
+	return n;
+}
+
+/*
+ * replacement_timeout_ms after the loss: pending commands fail with
+ * -ETIMEDOUT and new ones with -ENOTCONN until the session is back.  Lock
+ * held (dropped around callbacks).
+ */
+static void check_replacement(struct iscsi_session *s, int64_t now)
+{
+	if (s->fail_fast || now - s->lost_ms < s->cfg.replacement_timeout_ms)
+		return;
+	s->fail_fast = true;
+	pthread_cond_broadcast(&s->slot_cv);
+	pthread_cond_broadcast(&s->state_cv);
+	unsigned n = complete_tasks(s, pick_any, -ETIMEDOUT);
+	log_err("session to %s:%u down for %lld ms (%s), replacement timeout: %u commands failed; new I/O fails "
+		"until the target is back",
+		s->cfg.host, s->cfg.port, (long long)(now - s->lost_ms), loss_what(s), n);
+}
+
+/* Sleep until `until` (CLOCK_MONOTONIC ms) or closing, minding the replacement timeout.  Lock held. */
+static void recovery_wait(struct iscsi_session *s, int64_t until)
+{
+	for (;;) {
+		int64_t now = iscsi_now_ms();
+		check_replacement(s, now);
+		if (s->closing || now >= until)
+			return;
+		int64_t wake = until;
+		if (!s->fail_fast && s->lost_ms + s->cfg.replacement_timeout_ms < wake)
+			wake = s->lost_ms + s->cfg.replacement_timeout_ms;
+		int64_t ms = wake - now;
+		if (ms < 1)
+			ms = 1;
+		struct timespec ts;
+		clock_gettime(CLOCK_MONOTONIC, &ts);
+		ts.tv_sec += ms / 1000;
+		ts.tv_nsec += (long)(ms % 1000) * 1000000L;
+		if (ts.tv_nsec >= 1000000000L) {
+			ts.tv_sec++;
+			ts.tv_nsec -= 1000000000L;
+		}
+		pthread_cond_timedwait(&s->rec_cv, &s->lock, &ts);
+	}
+}
+
+/*
+ * One recovery: reconnect with back-off until logged in (or closing), start
+ * the new connection and re-issue the parked commands.  Lock held.
+ */
+static void recover(struct iscsi_session *s)
+{
+	int64_t delay = 0, first = s->reconnect_delay_ms;
+	unsigned attempts = 0;
+	char err[256];
+	struct iscsi_login_result lr;
+	struct iscsi_transport *nt = NULL;
+	int timeout_ms = s->cfg.timeout_ms > 0 ? s->cfg.timeout_ms : 15000;
+
+	s->reconnect_delay_ms = 0;
+	for (;;) {
+		recovery_wait(s, iscsi_now_ms() + (attempts ? delay : first));
+		if (s->closing)
+			return;
+		pthread_mutex_unlock(&s->lock);
+		attempts++;
+		err[0] = '\0';
+		int rc = connect_login(s, timeout_ms, &nt, &lr, err, sizeof(err));
+		pthread_mutex_lock(&s->lock);
+		if (rc == 0)
+			break;
+		log_debug("reconnect attempt %u to %s:%u: %s", attempts, s->cfg.host, s->cfg.port, err);
+		delay = delay ? 2 * delay : RECONNECT_BASE_MS;
+		if (delay > RECONNECT_MAX_MS)
+			delay = RECONNECT_MAX_MS;
+		delay = delay * 3 / 4 + (int64_t)(random() % (delay / 2 + 1));
+	}
+	if (s->closing) {
+		pthread_mutex_unlock(&s->lock);
+		nt->ops->shutdown(nt);
+		nt->ops->destroy(nt);
+		pthread_mutex_lock(&s->lock);
+		return;
+	}
+	adopt_login(s, nt, &lr);
+	s->state = SS_STARTING; /* submitters still park; the event thread may start calling hooks */
+	pthread_mutex_unlock(&s->lock);
+	int rc = nt->ops->start(nt, &session_hooks, s, &s->params);
+	pthread_mutex_lock(&s->lock);
+	if (rc) {
+		log_err("cannot start the new connection to %s:%u: %s", s->cfg.host, s->cfg.port, strerror(-rc));
+		if (s->state == SS_STARTING)
+			s->state = SS_DOWN; /* nt is reaped and the next attempt made by the caller */
+		return;
+	}
+	if (s->state != SS_STARTING)
+		return; /* lost again already: the caller starts over */
+	unsigned n = requeue_parked(s);
+	s->reissued += n;
+	s->state = SS_UP;
+	s->fail_fast = false;
+	s->stats.reconnects++;
+	log_warn("session to %s:%u reinstated after %s: down %lld ms, %u commands re-issued, %u connect attempts",
+		 s->cfg.host, s->cfg.port, loss_what(s), (long long)(iscsi_now_ms() - s->lost_ms), n,
+		 attempts);
+	s->lost_ms = 0;
+	pthread_cond_broadcast(&s->slot_cv);
+	s->t->ops->kick(s->t);
+}
+
+/*
+ * The recovery thread: sleeps until a connection is lost (state SS_DOWN),
+ * reaps the dead transport (its event thread has returned from conn_lost
+ * by the time shutdown joins it), and recovers.  Ends when closing.
+ */
+static void *recovery_thread(void *arg)
+{
+	struct iscsi_session *s = arg;
+	pthread_mutex_lock(&s->lock);
+	for (;;) {
+		while (!s->closing && s->state != SS_DOWN)
+			pthread_cond_wait(&s->rec_cv, &s->lock);
+		if (s->closing)
+			break;
+		struct iscsi_transport *old = s->t;
+		s->t = NULL;
+		pthread_mutex_unlock(&s->lock);
+		if (old)
+			old->ops->shutdown(old);
+		pthread_mutex_lock(&s->lock);
+		if (old) { /* keep the dead connection's copy count in the session's */
+			if (old->ops->payload_copied)
+				s->stats.payload_bytes_copied += old->ops->payload_copied(old);
+			old->ops->destroy(old);
+		}
+		recover(s);
+	}
+	pthread_mutex_unlock(&s->lock);
+	return NULL;
+}
+
+/* ---- public API ---- */
+
+static void session_free(struct iscsi_session *s)
+{
+	session_wipe_creds(s);
+	free(s->sorted);
+	free(s->tasks);
+	pthread_mutex_destroy(&s->lock);
+	pthread_cond_destroy(&s->slot_cv);
+	pthread_cond_destroy(&s->state_cv);
+	pthread_cond_destroy(&s->rec_cv);
+	free(s);
 }
 
 int iscsi_session_open(const struct iscsi_session_config *cfg, struct iscsi_session **out,
@@ -829,10 +1522,17 @@ int iscsi_session_open(const struct iscsi_session_config *cfg, struct iscsi_sess
 	if (qd > 4096)
 		qd = 4096;
 	s->cfg.queue_depth = qd;
+	if (s->cfg.replacement_timeout_ms < 0)
+		s->cfg.replacement_timeout_ms = 0;
 	s->ntasks = 2 * qd + 8; /* worker submissions use qd; completions may chain more */
 	s->tasks = calloc(s->ntasks, sizeof(*s->tasks));
-	if (!s->tasks) {
-		free(s);
+	s->sorted = calloc(s->ntasks, sizeof(*s->sorted));
+	pthread_mutex_init(&s->lock, NULL);
+	pthread_cond_init(&s->slot_cv, NULL);
+	pthread_cond_init(&s->state_cv, NULL);
+	pthread_cond_init(&s->rec_cv, NULL);
+	if (!s->tasks || !s->sorted) {
+		session_free(s);
 		snprintf(err, err_cap, "out of memory");
 		return -ENOMEM;
 	}
@@ -841,76 +1541,56 @@ int iscsi_session_open(const struct iscsi_session_config *cfg, struct iscsi_sess
 		s->tasks[i].next = s->free_list;
 		s->free_list = &s->tasks[i];
 	}
-	pthread_mutex_init(&s->lock, NULL);
-	pthread_cond_init(&s->slot_cv, NULL);
-	pthread_cond_init(&s->state_cv, NULL);
+	iscsi_isid_random(s->isid);
 
-	int rc = cfg->transport->connect(&s->t, cfg->transport_ctx, cfg->host, cfg->port, cfg->timeout_ms, err, err_cap);
-	if (rc) {
-		session_wipe_creds(s);
-		goto fail;
-	}
-
-	struct iscsi_login_config lc = {0};
-	snprintf(lc.initiator_name, sizeof(lc.initiator_name), "%s", cfg->initiator_name);
-	snprintf(lc.target_name, sizeof(lc.target_name), "%s", cfg->target_name);
-	iscsi_isid_random(lc.isid);
-	lc.cmdsn = 1;
-	lc.neg = cfg->neg;
-	lc.timeout_ms = cfg->timeout_ms;
-	memcpy(lc.chap_user, cfg->chap_user, sizeof(lc.chap_user));
-	memcpy(lc.chap_secret, cfg->chap_secret, sizeof(lc.chap_secret));
-	memcpy(lc.chap_mutual_user, cfg->chap_mutual_user, sizeof(lc.chap_mutual_user));
-	memcpy(lc.chap_mutual_secret, cfg->chap_mutual_secret, sizeof(lc.chap_mutual_secret));
-	session_wipe_creds(s);
+	/* CHAP credentials stay in s->cfg for logins after a connection loss; wiped at close. */
+	struct iscsi_transport *t = NULL;
 	struct iscsi_login_result lr;
-	rc = iscsi_login(s->t, &lc, &lr, err, err_cap);
-	if (rc && iscsi_login_chap_retry(&lc, &lr)) {
-		/* The target took CHAP_A=7 for SHA-1 (see iscsi_login_chap_retry): once more without it. */
-		log_info("login with CHAP SHA-256 refused; retrying without CHAP_A=7");
-		s->t->ops->shutdown(s->t);
-		s->t->ops->destroy(s->t);
-		s->t = NULL;
-		rc = cfg->transport->connect(&s->t, cfg->transport_ctx, cfg->host, cfg->port, cfg->timeout_ms, err, err_cap);
-		if (rc) {
-			iscsi_login_config_wipe(&lc);
-			goto fail;
-		}
-		rc = iscsi_login(s->t, &lc, &lr, err, err_cap);
+	int rc;
+	/* A busy target gets a few more tries with back-off (0.25, 0.5, 1, 2 s), as in recovery. */
+	for (int64_t delay = RECONNECT_BASE_MS;; delay *= 2) {
+		rc = connect_login(s, cfg->timeout_ms, &t, &lr, err, err_cap);
+		if (rc == 0 || !login_busy(&lr) || delay > 2000)
+			break;
+		log_warn("%s: retrying in %lld ms", err, (long long)delay);
+		struct timespec ts = {.tv_sec = delay / 1000, .tv_nsec = (long)(delay % 1000) * 1000000L};
+		nanosleep(&ts, NULL);
 	}
-	iscsi_login_config_wipe(&lc);
-	if (rc)
-		goto fail_t;
-	memcpy(s->isid, lc.isid, 6);
-	s->tsih = lr.tsih;
-	s->params = lr.params;
-	s->cmdsn = lr.expcmdsn;
-	s->expcmdsn = lr.expcmdsn;
-	s->maxcmdsn = lr.maxcmdsn;
-	s->expstatsn = lr.expstatsn;
+	if (rc) {
+		session_free(s);
+		return rc;
+	}
+	adopt_login(s, t, &lr);
 	s->logout_itt = 0xfffe0000u; /* outside the task table's index range */
 	s->ping_itt = 0xfffd0000u;
-	s->last_rx_ms = iscsi_now_ms();
 	if (s->cfg.noop_interval_ms > 0 && s->cfg.noop_timeout_ms <= 0)
 		s->cfg.noop_timeout_ms = 5000;
-	s->up = true;
+	s->state = SS_UP;
 	rc = s->t->ops->start(s->t, &session_hooks, s, &s->params);
 	if (rc) {
 		snprintf(err, err_cap, "cannot start the connection: %s", strerror(-rc));
 		goto fail_t;
 	}
+	rc = -pthread_create(&s->rec_thread, NULL, recovery_thread, s);
+	if (rc) {
+		snprintf(err, err_cap, "cannot start the recovery thread: %s", strerror(-rc));
+		goto fail_t;
+	}
+	s->rec_started = true;
 	*out = s;
 	return 0;
 fail_t:
+	s->closing = true;
 	s->t->ops->shutdown(s->t);
 	s->t->ops->destroy(s->t);
-fail:
-	free(s->tasks);
-	pthread_mutex_destroy(&s->lock);
-	pthread_cond_destroy(&s->slot_cv);
-	pthread_cond_destroy(&s->state_cv);
-	free(s);
+	session_free(s);
 	return rc;
+}
+
+/* New commands are refused: closing, shut down, logging out, or down past replacement_timeout_ms. */
+static bool refusing(const struct iscsi_session *s)
+{
+	return s->closing || s->state == SS_CLOSED || s->fail_fast || (s->logout_want && !s->logout_relogin);
 }
 
 int iscsi_session_submit(struct iscsi_session *s, const struct iscsi_cmd *cmd)
@@ -919,15 +1599,15 @@ int iscsi_session_submit(struct iscsi_session *s, const struct iscsi_cmd *cmd)
 	    (cmd->dir == ISCSI_DIR_NONE && cmd->len))
 		return -EINVAL;
 	pthread_mutex_lock(&s->lock);
-	bool ev = on_event_thread(s);
-	while (s->up && !ev && s->worker_outstanding >= s->cfg.queue_depth)
+	bool ev = on_event_thread(s) || in_callback > 0;
+	while (!refusing(s) && !ev && s->worker_outstanding >= s->cfg.queue_depth)
 		pthread_cond_wait(&s->slot_cv, &s->lock);
-	if (!s->up || s->logout_want) {
+	if (refusing(s)) {
 		pthread_mutex_unlock(&s->lock);
 		return -ENOTCONN;
 	}
 	struct task *t = s->free_list;
-	if (!t) { /* only reachable from the event thread */
+	if (!t) { /* only reachable from the event thread or a callback */
 		pthread_mutex_unlock(&s->lock);
 		return -EAGAIN;
 	}
@@ -939,10 +1619,11 @@ int iscsi_session_submit(struct iscsi_session *s, const struct iscsi_cmd *cmd)
 	t->in_use = true;
 	t->counted = !ev;
 	t->cmd = *cmd;
+	t->seq = s->next_seq++;
 	t->submit_ms = iscsi_now_ms();
 	t->submit_us = now_us();
 	t->itt = ((uint32_t)gen << 16) | index;
-	if (t->gen >= 0xfffd) { /* 0xfffd..0xffff: pings, Logout, the reserved tag */
+	if (t->gen >= 0xfffc) { /* 0xfffc..0xffff: TMF, pings, Logout, the reserved tag */
 		t->gen = 0;
 		t->itt = index;
 	}
@@ -951,11 +1632,12 @@ int iscsi_session_submit(struct iscsi_session *s, const struct iscsi_cmd *cmd)
 		s->worker_outstanding++;
 	if (s->outstanding > s->stats.max_outstanding)
 		s->stats.max_outstanding = s->outstanding;
-	bool kick = false;
-	if (!s->win_head && iscsi_sn_le(s->cmdsn, s->maxcmdsn)) {
+	if (s->state != SS_UP || s->relogin_pending) {
+		/* Being recovered (or about to log out and in again): parked until requeue_parked. */
+	} else if (!s->win_head && iscsi_sn_le(s->cmdsn, s->maxcmdsn)) {
 		t->cmdsn = s->cmdsn++;
 		txq_push(s, t);
-		kick = true;
+		s->t->ops->kick(s->t); /* under the lock: s->t cannot be replaced meanwhile */
 	} else {
 		t->next = NULL;
 		if (s->win_tail)
@@ -965,8 +1647,6 @@ int iscsi_session_submit(struct iscsi_session *s, const struct iscsi_cmd *cmd)
 		s->win_tail = t;
 	}
 	pthread_mutex_unlock(&s->lock);
-	if (kick)
-		s->t->ops->kick(s->t);
 	return 0;
 }
 
@@ -1041,7 +1721,7 @@ int iscsi_session_drain(struct iscsi_session *s, int timeout_ms)
 	int rc = 0;
 	deadline_after(&dl, timeout_ms);
 	pthread_mutex_lock(&s->lock);
-	while (s->up && s->outstanding > 0)
+	while (s->state != SS_CLOSED && !s->fail_fast && s->outstanding > 0)
 		if (pthread_cond_timedwait(&s->state_cv, &s->lock, &dl) == ETIMEDOUT) {
 			rc = -ETIMEDOUT;
 			break;
@@ -1055,29 +1735,38 @@ void iscsi_session_close(struct iscsi_session *s, int timeout_ms)
 	struct timespec dl;
 	deadline_after(&dl, timeout_ms);
 	pthread_mutex_lock(&s->lock);
-	while (s->up && s->outstanding > 0)
+	while (s->state != SS_CLOSED && !s->fail_fast && s->outstanding > 0)
 		if (pthread_cond_timedwait(&s->state_cv, &s->lock, &dl) == ETIMEDOUT)
 			break;
-	if (s->up) {
+	/* No more recovery: the recovery thread ends after the attempt in progress. */
+	s->closing = true;
+	pthread_cond_broadcast(&s->rec_cv);
+	pthread_cond_broadcast(&s->slot_cv);
+	pthread_mutex_unlock(&s->lock);
+	if (s->rec_started)
+		pthread_join(s->rec_thread, NULL);
+	pthread_mutex_lock(&s->lock);
+	if (s->state == SS_UP) {
 		s->logout_want = true;
-		pthread_mutex_unlock(&s->lock);
 		s->t->ops->kick(s->t);
-		pthread_mutex_lock(&s->lock);
 		deadline_after(&dl, 3000);
-		while (s->up && !s->logout_done)
+		while (s->state == SS_UP && !s->logout_done)
 			if (pthread_cond_timedwait(&s->state_cv, &s->lock, &dl) == ETIMEDOUT) {
 				log_warn("no Logout Response from the target within 3 s");
 				break;
 			}
 	}
+	struct iscsi_transport *t = s->t;
 	pthread_mutex_unlock(&s->lock);
-	s->t->ops->shutdown(s->t); /* calls conn_lost(0): outstanding commands complete */
-	s->t->ops->destroy(s->t);
-	free(s->tasks);
-	pthread_mutex_destroy(&s->lock);
-	pthread_cond_destroy(&s->slot_cv);
-	pthread_cond_destroy(&s->state_cv);
-	free(s);
+	if (t) {
+		t->ops->shutdown(t); /* calls conn_lost(0) if its event thread still runs: commands complete */
+		t->ops->destroy(t);
+	}
+	pthread_mutex_lock(&s->lock);
+	s->state = SS_CLOSED;
+	complete_tasks(s, pick_any, -ECONNABORTED); /* parked while the connection was down */
+	pthread_mutex_unlock(&s->lock);
+	session_free(s);
 }
 
 int iscsi_cmd_result_errno(const struct iscsi_cmd_result *r)

@@ -6,9 +6,23 @@
  * InitialR2T=No) and solicited (R2T) data, NOP-In answers, Logout.
  *
  * Threads: any thread may submit; completions run on the transport's
- * event thread, without the session lock held.  The session owns its
- * transport.  Payload buffers belong to the caller and must stay valid
- * (and, for a READ, untouched) until the completion callback.
+ * event thread (or on the session's recovery thread, see below), without
+ * the session lock held.  The session owns its transport.  Payload buffers
+ * belong to the caller and must stay valid (and, for a READ, untouched)
+ * until the completion callback.
+ *
+ * Recovery at ErrorRecoveryLevel 0 (RFC 7143 §6.3.5): when the
+ * connection is lost (transport error, command or NOP-Out timeout, digest
+ * error, protocol violation), the session's recovery thread reconnects
+ * with capped, jittered exponential back-off, logs in again with the same
+ * ISID and TSIH 0 (session reinstatement: the target drops what was left
+ * of the old session), and re-issues every command that had not completed,
+ * in their original CmdSN order, with fresh ITTs and CmdSNs; a WRITE is
+ * re-sent whole from the caller's buffer.  Callbacks fire once, with the
+ * final result.  A command is re-issued at most ISCSI_REISSUE_MAX times,
+ * then fails with -EIO.  Commands still pending replacement_timeout_ms
+ * after the loss fail with -ETIMEDOUT, and new submissions fail with
+ * -ENOTCONN until the session is back.
  */
 #ifndef ISERFUSE_SESSION_H
 #define ISERFUSE_SESSION_H
@@ -57,13 +71,27 @@ struct iscsi_session_config {
 	struct iscsi_neg_config neg;
 	unsigned queue_depth;  /* task slots: most commands outstanding at once (1..4096) */
 	int timeout_ms;        /* connect and login timeout */
-	int cmd_timeout_ms;    /* a command older than this drops the connection; 0 = never */
+	int cmd_timeout_ms;    /* a command older than this gets ABORT TASK, LU RESET, then a drop; 0 = never */
 	int noop_interval_ms;  /* NOP-Out ping after this long without a PDU from the target; 0 = off */
 	int noop_timeout_ms;   /* no PDU within this long after a ping drops the connection */
 	/*
+	 * After a connection loss, commands still pending this long fail with
+	 * -ETIMEDOUT and new ones with -ENOTCONN until the session is back;
+	 * 0 = at once (reconnection goes on in the background).
+	 */
+	int replacement_timeout_ms;
+	/*
+	 * SCSI asynchronous event (Async Message AsyncEvent 0, RFC 7143 §11.9):
+	 * called on the event thread, without the session lock, with the BHS
+	 * LUN field and the parsed sense; NULL: the event is logged.
+	 */
+	void (*on_async_sense)(void *arg, uint64_t lun, const struct scsi_sense *sense);
+	void *async_arg;
+	/*
 	 * CHAP credentials (RFC 7143 §12.1.3), NUL-terminated, "" for none: as
-	 * in struct iscsi_login_config.  The session passes them to iscsi_login
-	 * and wipes its own copy once the login is over; the caller wipes cfg.
+	 * in struct iscsi_login_config.  The session keeps its own copy for the
+	 * logins of recovery and wipes it in iscsi_session_close (or when open
+	 * fails); the caller wipes cfg.
 	 */
 	char chap_user[ISCSI_CRED_MAX];
 	char chap_secret[ISCSI_CRED_MAX];
@@ -79,11 +107,15 @@ struct iscsi_session_config {
 int iscsi_session_open(const struct iscsi_session_config *cfg, struct iscsi_session **out,
 		       char *err, size_t err_cap);
 
+/* Times one command is re-issued after connection losses before it fails with -EIO. */
+#define ISCSI_REISSUE_MAX 5
+
 /*
  * Submit a SCSI command asynchronously.  Blocks while all task slots are
- * in use (back-pressure); queues while the CmdSN window is closed.
- * Returns 0 (cmd->cb will be called exactly once) or -ENOTCONN when the
- * session is down (cb is not called), -EINVAL for a bad command.
+ * in use (back-pressure); queues while the CmdSN window is closed or the
+ * session is being recovered.  Returns 0 (cmd->cb will be called exactly
+ * once) or -ENOTCONN when the session is closing or has been down longer
+ * than replacement_timeout_ms (cb is not called), -EINVAL for a bad command.
  */
 int iscsi_session_submit(struct iscsi_session *s, const struct iscsi_cmd *cmd);
 
@@ -101,7 +133,7 @@ struct iscsi_session_stats {
 	uint64_t commands, bytes_read, bytes_written;
 	uint32_t outstanding, max_outstanding;
 	uint64_t payload_bytes_copied; /* payload copied in user space by the transport */
-	uint64_t reconnects;
+	uint64_t reconnects;           /* sessions reinstated after a connection loss */
 };
 void iscsi_session_get_stats(struct iscsi_session *s, struct iscsi_session_stats *out);
 
@@ -119,9 +151,11 @@ void iscsi_session_get_latency(struct iscsi_session *s, uint64_t out[LAT_BUCKETS
 int iscsi_session_drain(struct iscsi_session *s, int timeout_ms);
 
 /*
- * Wait for outstanding commands (up to timeout_ms), send Logout (reason 0,
- * close the session, §11.14), shut the transport down and free everything.
- * Commands still outstanding complete with err -ECONNABORTED.
+ * Wait for outstanding commands (up to timeout_ms), stop the recovery
+ * thread (waiting for a connect or login in progress to end), send Logout
+ * (reason 0, close the session, §11.14) if connected, shut the transport
+ * down and free everything.  Commands still outstanding complete with err
+ * -ECONNABORTED.
  */
 void iscsi_session_close(struct iscsi_session *s, int timeout_ms);
 

@@ -13,9 +13,10 @@
 # - "crc32c" (required) against a target set to None fails the login with a
 #   clear message; "auto" falls back to None;
 # - a relay (digest_proxy.py) that flips one bit in a Data-In payload or in a
-#   PDU header: with digests the command fails and the connection drops
-#   ("data digest mismatch" / "header digest mismatch"), without them the
-#   corruption reaches the data (which shows the relay really corrupts);
+#   PDU header: with digests the connection drops ("data digest mismatch" /
+#   "header digest mismatch"), the session is reinstated and the command
+#   re-issued, and verify passes; without them the corruption reaches the
+#   data (which shows the relay really corrupts);
 # - iserfuse -o header_digest=crc32c,data_digest=crc32c: dd through the
 #   mount checked against the backing file; the mount fails (exit 1, one
 #   line) when the target refuses; -o wins over the URL.
@@ -211,7 +212,8 @@ corrupt() {
 		proxy_pid=
 		return 0
 	fi
-	TARGET_IO_HEADER_DIGEST=$hv TARGET_IO_DATA_DIGEST=$dv timeout 120 "$target_io" verify \
+	TARGET_IO_HEADER_DIGEST=$hv TARGET_IO_DATA_DIGEST=$dv TARGET_IO_REPLACEMENT_TIMEOUT=30 \
+		timeout 120 "$target_io" verify \
 		"iscsi://127.0.0.1:$pport/$TGT_IQN/1" "$disk1" 5 >"$work/err" 2>&1 || rc=$?
 	_targets_kill "$proxy_pid" 5
 	proxy_pid=
@@ -226,10 +228,11 @@ corrupt() {
 			fail "$label: corrupted data reaches verify (exit $rc)"
 			note "$work/err"
 		fi
-	elif ((rc != 0 && rc != 124)) && grep -q "$want" "$work/err" && ! grep -q '^MISMATCH' "$work/err"; then
-		pass "$label: \"$want\", the command fails, no corrupted data delivered (exit $rc)"
+	elif ((rc == 0)) && grep -q "$want" "$work/err" && grep -q 'reinstated after digest error' "$work/err" &&
+		! grep -q '^MISMATCH' "$work/err"; then
+		pass "$label: \"$want\", the session is reinstated, the command retried, verify passes"
 	else
-		fail "$label: \"$want\", the command fails, no corrupted data delivered (exit $rc)"
+		fail "$label: \"$want\", the session is reinstated, the command retried, verify passes (exit $rc)"
 		note "$work/err"
 		note "$work/proxy.err"
 	fi

@@ -8,8 +8,10 @@
 # 1. With -o noop_interval=1: an idle mount stays usable for several
 #    intervals (our NOP-Out pings are answered, tgtd's NOP-Ins too).
 # 2. A target that goes silent (tgtd stopped with SIGSTOP) is declared dead
-#    within noop_interval + noop_timeout: the daemon logs it, stays alive,
-#    and I/O then fails with EIO instead of hanging.
+#    within noop_interval + noop_timeout; after SIGCONT the session is
+#    reinstated and a read issued meanwhile completes with the right data.
+# 3. Silent for longer than -o replacement_timeout: the pending read fails
+#    with EIO, the daemon stays alive, and once tgtd runs again I/O works.
 # Prints "ok - " / "not ok - " lines and "N passed, M failed".
 set -euo pipefail
 
@@ -48,7 +50,7 @@ tgtd_start "$work/tgtd" 16M 0 >/dev/null
 tgt_pid=$(<"$work/tgtd/pid")
 
 "$iserfuse" -f -o initiator_name=iqn.2026-11.org.example:keepalive -o noop_interval=1,noop_timeout=2 \
-	"$TGT_URL/1" "$mnt" 2>"$work/daemon.log" &
+	-o replacement_timeout=8,login_timeout=4 "$TGT_URL/1" "$mnt" 2>"$work/daemon.log" &
 daemon=$!
 for _ in $(seq 50); do
 	[[ -e $mnt/lun1 ]] && break
@@ -66,18 +68,45 @@ else
 	pass "no keep-alive failure while tgtd answers"
 fi
 
+dd if=/dev/urandom of="$work/pattern" bs=4096 count=2 status=none
+check "write a pattern" dd if="$work/pattern" of="$mnt/lun1" bs=4096 count=2 oflag=direct conv=notrunc status=none
+
 kill -STOP "$tgt_pid"
 sleep 5 # > noop_interval + noop_timeout
 check "a silent target is declared dead" grep -q "no answer to a NOP-Out ping" "$work/daemon.log"
 rc=0
-timeout 10 dd if="$mnt/lun1" of=/dev/null bs=4096 count=1 iflag=direct status=none 2>"$work/dd.log" || rc=$?
+timeout 30 dd if="$mnt/lun1" of="$work/got" bs=4096 count=2 iflag=direct status=none 2>"$work/dd.log" &
+dd_pid=$!
+sleep 1
 kill -CONT "$tgt_pid"
+wait "$dd_pid" || rc=$?
+check_eq "a read issued while the target is silent completes after SIGCONT" "$rc" 0
+check "... with the data written before" cmp -s "$work/got" "$work/pattern"
+check "the session was reinstated" grep -q "reinstated after command or NOP-Out timeout" "$work/daemon.log"
+
+# Longer than replacement_timeout (8 s): the pending read fails with EIO.
+kill -STOP "$tgt_pid"
+sleep 4
+rc=0
+timeout 30 dd if="$mnt/lun1" of=/dev/null bs=4096 count=1 iflag=direct status=none 2>"$work/dd.log" || rc=$?
 if ((rc != 0 && rc != 124)) && grep -q "Input/output error" "$work/dd.log"; then
-	pass "I/O after the drop fails with EIO, without hanging"
+	pass "I/O pending past replacement_timeout fails with EIO"
 else
-	fail "I/O after the drop fails with EIO, without hanging (dd exit $rc)"
+	fail "I/O pending past replacement_timeout fails with EIO (dd exit $rc)"
 	note "$work/dd.log"
 fi
+check "the replacement timeout is logged" grep -q "replacement timeout" "$work/daemon.log"
+kill -CONT "$tgt_pid"
+ok=0
+for _ in $(seq 30); do
+	if timeout 10 dd if="$mnt/lun1" of="$work/got" bs=4096 count=2 iflag=direct status=none 2>/dev/null; then
+		ok=1
+		break
+	fi
+	sleep 1
+done
+check_eq "I/O works again once the target answers" "$ok" 1
+check "... with the data written before" cmp -s "$work/got" "$work/pattern"
 check "the daemon is still running" kill -0 "$daemon"
 check "fusermount3 -u" fusermount3 -u "$mnt"
 for _ in $(seq 100); do

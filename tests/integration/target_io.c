@@ -135,6 +135,10 @@ static int open_session(const char *text, struct iscsi_url *u, struct iscsi_sess
 			return -EINVAL;
 		}
 	}
+	/* seconds a lost session may take to come back before pending commands fail (default 0) */
+	const char *rt = getenv("TARGET_IO_REPLACEMENT_TIMEOUT");
+	if (rt && rt[0])
+		c.replacement_timeout_ms = atoi(rt) * 1000;
 	int rc = iscsi_session_open(&c, s, err, sizeof(err));
 	if (rc)
 		fprintf(stderr, "%s\n", err);

@@ -11,6 +11,10 @@
 #                                  default 64M each; SIZE2=0 leaves LUN 2 out.
 #                                  Sets and prints TGT_URL (no LUN in it).
 #   tgtd_stop DIR
+#   tgtd_kill DIR                  SIGKILL the tgtd of DIR (a target crash); keeps
+#                                  its port, control port and backing files
+#   tgtd_restart DIR               start tgtd again on DIR's port and control port
+#                                  with the same target and LUNs (after tgtd_kill)
 #   istgt_start DIR [SIZE_MB]      istgt, target $ISTGT_IQN, LUN 0 = DIR/disk.img
 #                                  (512-byte blocks), default 64 MiB.
 #                                  Sets and prints ISTGT_URL (no LUN in it).
@@ -241,6 +245,49 @@ tgtd_stop() {
 	fi
 	rm -f "$dir/pid" "$dir/ctl"
 	return 0
+}
+
+tgtd_kill() {
+	local dir=${1:?usage: tgtd_kill DIR}
+	local pid='' port=''
+	dir=$(cd "$dir" && pwd) || return 1
+	[[ -r $dir/pid ]] && pid=$(<"$dir/pid")
+	[[ -r $dir/port ]] && port=$(<"$dir/port")
+	if [[ -n $pid ]] && _targets_alive "$pid" && _targets_is "$pid" tgtd "portal=127.0.0.1:$port"; then
+		kill -KILL "$pid" 2>/dev/null || true
+		_targets_wait_gone "$pid" 5 || _targets_log "process $pid survives SIGKILL"
+		wait "$pid" 2>/dev/null || true
+	fi
+	rm -f "$dir/pid"
+}
+
+tgtd_restart() {
+	local dir=${1:?usage: tgtd_restart DIR}
+	local pid port ctl attempt
+	dir=$(cd "$dir" && pwd) || return 1
+	port=$(<"$dir/port") || return 1
+	ctl=$(<"$dir/ctl") || return 1
+	# The killed tgtd left its control socket behind; it was ours.
+	rm -f "$TGTD_SOCKET_DIR/socket.$ctl" "$TGTD_SOCKET_DIR/socket.$ctl.lock"
+	for ((attempt = 1; attempt <= 5; attempt++)); do
+		nohup tgtd -f -C "$ctl" --iscsi "portal=127.0.0.1:$port" >>"$dir/tgtd.log" 2>&1 </dev/null &
+		pid=$!
+		printf '%s\n' "$pid" >"$dir/pid"
+		if _targets_wait_listen "$pid" "$port" 10 && _tgtadm "$ctl" --op show --mode sys >/dev/null 2>&1; then
+			break
+		fi
+		_targets_log "tgtd restart attempt $attempt failed: $(tail -n 3 "$dir/tgtd.log" | tr '\n' ' ')"
+		tgtd_kill "$dir"
+		pid=
+		sleep 0.5
+	done
+	[[ -n $pid ]] || return 1
+	_tgtadm "$ctl" --op new --mode target --tid 1 -T "$TGT_IQN" &&
+		_tgtadm "$ctl" --op new --mode logicalunit --tid 1 --lun 1 -b "$dir/disk512.img" &&
+		if [[ -e $dir/disk4k.img ]]; then
+			_tgtadm "$ctl" --op new --mode logicalunit --tid 1 --lun 2 -b "$dir/disk4k.img" --blocksize 4096
+		fi &&
+		_tgtadm "$ctl" --op bind --mode target --tid 1 -I ALL
 }
 
 # ---------------------------------------------------------------- istgt

@@ -2,7 +2,7 @@
 # SPDX-License-Identifier: MIT
 """A small scriptable iSCSI target (RFC 7143) that misbehaves on cue.
 
-    fake_target.py --port PORT [--misbehave NAME] [--log FILE]
+    fake_target.py --port PORT [--misbehave NAME [--always]] [--log FILE]
     fake_target.py --dump OFFSET LENGTH     the disk's initial bytes, to stdout
     fake_target.py --list                   the misbehaviours, one per line
     fake_target.py --trigger NAME           what sets NAME off: login, probe, read, write
@@ -18,12 +18,12 @@ NOP-Out and Logout.
 With --misbehave NAME it breaks the protocol once: in the login for the
 login_* names, in READ CAPACITY for capacity_overflow, otherwise on the
 first READ or WRITE command (see TRIGGER).  After that it serves normally
-again.  The names in GAPS (a command never answered, a CmdSN window that
-never reopens) hang the initiator until it has command timeouts; they are
-not in --list.  Standard library only.
+again, or with --always it misbehaves again on every new connection.
+Standard library only.
 """
 import argparse
 import random
+import select
 import socket
 import sys
 import time
@@ -83,14 +83,25 @@ TRIGGER = {
     "login_no_tsih": "login",
     "login_silent": "login",
     "capacity_overflow": "probe",
-    "no_response": "read",        # the READ is never answered: cmd_timeout must end it
+    "no_response": "read",        # the READ is never answered: cmd_timeout, then ABORT TASK
+    "tmf_ignored": "read",        # neither the READ nor task management is answered
+    "window_closed": "read",      # MaxCmdSN = ExpCmdSN - 1 from then on: cmd_timeout drops the connection
+    # Target events the initiator must follow (RFC 7143 §11.9, §11.13.5).
+    "login_redirect_temporary": "login",   # 0x0101 to a second portal; the first READ there drops the connection
+    "login_redirect_permanent": "login",   # 0x0102 to a second portal, the first one then closes; READ drops too
+    "login_busy": "login",                 # 0x0301 service unavailable, once
+    "login_out_of_resources": "login",     # 0x0302 out of resources, once
+    "async_logout": "read",                # Async Message: target requests logout (AsyncEvent 1)
+    "async_drop_connection": "read",       # Async Message: target will drop the connection (AsyncEvent 2)
 }
 
-# Left out of --list (and so of the suite): what the initiator should do
-# with a window that never reopens is not settled yet.
-GAPS = {
-    "window_closed": "read",      # MaxCmdSN = ExpCmdSN - 1 from then on, never reopened
-}
+# Shared by the connections of one run: the second portal's port, and
+# whether a redirection happened (so the redirected session's first READ
+# drops the connection, which makes the initiator log in again).
+STATE = {"port2": 0, "redirected": "", "dropped_after_redirect": False}
+
+# Misbehaviours left out of --list (and so of the suite).
+GAPS = {}
 
 
 def disk_pattern():
@@ -208,6 +219,17 @@ class Conn:
             reply = []
             rsp_transit, rsp_nsg = transit, nsg
             status = (0, 0)
+            if self.mis.startswith("login_redirect_") and self.fire("login"):
+                permanent = self.mis.endswith("permanent")
+                STATE["redirected"] = "permanent" if permanent else "temporary"
+                addr = "TargetAddress=127.0.0.1:%d,1" % STATE["port2"]
+                log("redirecting %s to port %d" % (STATE["redirected"], STATE["port2"]))
+                self.login_rsp(itt, isid_tsih, False, False, csg, 0, 0, addr.encode() + b"\0",
+                               (1, 2 if permanent else 1))
+                raise Closed()
+            if self.mis in ("login_busy", "login_out_of_resources") and self.fire("login"):
+                self.login_rsp(itt, isid_tsih, False, False, csg, 0, 0, b"", (3, 1 if self.mis == "login_busy" else 2))
+                raise Closed()
             if self.mis == "login_silent":
                 log("not answering the login")
                 while self.s.recv(65536):
@@ -342,7 +364,10 @@ class Conn:
                 self.send(r)
                 log("logout")
                 raise Closed()
+            elif op == OP_TMF_REQ and getattr(self, "ignore_tmf", False):
+                log("ignoring task management function %d" % (h[1] & 0x7F))
             elif op == OP_TMF_REQ:
+                log("task management function %d: function complete" % (h[1] & 0x7F))
                 r = bhs(OP_TMF_RSP, 0x80, 0, 0, itt)
                 self.sn_fields(r)
                 self.send(r)
@@ -471,6 +496,10 @@ class Conn:
                 self.check(itt, 0x05, 0x21, 0x00)
                 return
             payload = bytes(self.disk[lba * BLOCK:(lba + n) * BLOCK])
+            if STATE["redirected"] and not STATE["dropped_after_redirect"]:
+                STATE["dropped_after_redirect"] = True
+                log("first READ after the redirection: dropping the connection")
+                raise Closed()
             if self.fire("read"):
                 self.misbehave_read(itt, lun, edtl, payload)
             else:
@@ -684,8 +713,21 @@ class Conn:
                 off += k
                 sn += 1
                 i += 1
+        elif m in ("async_logout", "async_drop_connection"):
+            event = 1 if m == "async_logout" else 2
+            h = bhs(OP_ASYNC, 0x80, 0, 0, RESERVED)
+            self.sn_fields(h)
+            h[36] = event
+            h[40:42] = (0 if event == 1 else 1).to_bytes(2, "big")   # Parameter2: Time2Wait
+            h[42:44] = (3 if event == 1 else 0).to_bytes(2, "big")   # Parameter3: seconds to log out
+            self.send(h)
+            log("sent AsyncEvent %d" % event)
+            self.send_read_data(itt, lun, edtl, payload)
         elif m == "no_response":
             log("not answering the READ")
+        elif m == "tmf_ignored":
+            log("not answering the READ, nor ABORT TASK or LOGICAL UNIT RESET")
+            self.ignore_tmf = True
         elif m == "window_closed":
             self.window = 0
             self.send_read_data(itt, lun, edtl, payload)
@@ -728,6 +770,7 @@ def main():
     ap = argparse.ArgumentParser(description="scriptable misbehaving iSCSI target")
     ap.add_argument("--port", type=int)
     ap.add_argument("--misbehave", default="")
+    ap.add_argument("--always", action="store_true", help="misbehave on every connection, not once")
     ap.add_argument("--dump", nargs=2, type=int, metavar=("OFFSET", "LENGTH"))
     ap.add_argument("--list", action="store_true")
     ap.add_argument("--trigger", metavar="NAME", help="print what triggers misbehaviour NAME")
@@ -752,10 +795,23 @@ def main():
     ls.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
     ls.bind(("127.0.0.1", args.port))
     ls.listen(4)
-    log("listening on 127.0.0.1:%d, misbehaviour %s" % (args.port, args.misbehave or "none"))
+    # A second portal, where the login_redirect_* scenarios send the initiator.
+    ls2 = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    ls2.bind(("127.0.0.1", 0))
+    ls2.listen(4)
+    STATE["port2"] = ls2.getsockname()[1]
+    log("listening on 127.0.0.1:%d (and :%d), misbehaviour %s" % (args.port, STATE["port2"],
+                                                                    args.misbehave or "none"))
     misbehave = args.misbehave
+    listening = [ls, ls2]
     while True:
-        sock, peer = ls.accept()
+        if STATE["redirected"] == "permanent" and ls in listening:
+            listening.remove(ls)
+            ls.close()
+            log("first portal closed (permanent redirection)")
+        ready, _, _ = select.select(listening, [], [])
+        sock, peer = ready[0].accept()
+        log("connection on port %d" % sock.getsockname()[1])
         sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
         c = Conn(sock, disk, misbehave)
         try:
@@ -765,7 +821,7 @@ def main():
         except (Closed, ConnectionError, BrokenPipeError):
             pass
         finally:
-            if c.fired:
+            if c.fired and not args.always:
                 misbehave = ""  # once
             sock.close()
             log("connection closed")

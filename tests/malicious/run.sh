@@ -14,11 +14,15 @@
 #   - login scenarios: the mount fails with exit 1 and one "iserfuse: ..."
 #     line on stderr (or, for a target that is odd but legal, mounts and
 #     reads correctly);
-#   - the others: the I/O fails with EIO when the target broke the protocol
-#     or lied (or succeeds with the right bytes when what it did is
-#     harmless); the daemon is still alive; `ls` still answers; a further
-#     read fails fast when the session was dropped (or succeeds when it was
-#     not); fusermount3 -u ends the daemon within 10 s;
+#   - the others: a protocol violation drops the connection, the session
+#     is reinstated and the I/O re-issued, and succeeds with the right
+#     bytes (the target misbehaves once); a target that lied about a
+#     status fails that I/O with EIO, harmless oddities succeed; the
+#     daemon is still alive; `ls` still answers; a further read succeeds;
+#     fusermount3 -u ends the daemon within 10 s;
+#   - SCENARIO+always: the target misbehaves on every connection: the I/O
+#     is re-issued ISCSI_REISSUE_MAX (5) times and then fails with EIO, and
+#     a further read fails too (the target keeps misbehaving);
 #   - the daemon's stderr has no AddressSanitizer, LeakSanitizer or UBSan
 #     "runtime error" line.
 #
@@ -59,29 +63,35 @@ fi
 #   IO     no_mount:   the mount fails (exit 1, one line)
 #          fail:       the triggering I/O fails with EIO
 #          ok:         the triggering I/O succeeds with the right data
-#   AFTER  dropped:    the session is gone, a further read fails fast
+#   AFTER  recovered:  the connection was dropped and the session reinstated
+#                      (one "reinstated" line in the log), a further read succeeds
 #          alive:      the session survives, a further read succeeds
 declare -A expect=(
 	# protocol violations: the connection is dropped
-	[data_in_wrong_itt]="fail dropped"
-	[data_in_beyond_buffer]="fail dropped"
-	[data_in_offset_gap]="fail dropped"
-	[data_in_datasn_wrong]="fail dropped"
-	[dsl_over_limit]="fail dropped"
-	[dsl_max]="fail dropped"
-	[rsp_sense_length_over_segment]="fail dropped"
-	[rsp_unknown_itt]="fail dropped"
-	[r2t_for_read]="fail dropped"
-	[reject_garbage]="fail dropped"
-	[pdu_cut_then_close]="fail dropped"
-	[unknown_opcode]="fail dropped"
-	[status_without_final]="fail dropped"
-	[r2t_beyond_length]="fail dropped"
-	[r2t_zero_length]="fail dropped"
-	[r2t_flood]="fail dropped"
-	[data_in_for_write]="fail dropped"
-	# silence: the command timeout (-o cmd_timeout) drops the connection
-	[no_response]="fail dropped"
+	[data_in_wrong_itt]="ok recovered"
+	[data_in_beyond_buffer]="ok recovered"
+	[data_in_offset_gap]="ok recovered"
+	[data_in_datasn_wrong]="ok recovered"
+	[dsl_over_limit]="ok recovered"
+	[dsl_max]="ok recovered"
+	[rsp_sense_length_over_segment]="ok recovered"
+	[rsp_unknown_itt]="ok recovered"
+	[r2t_for_read]="ok recovered"
+	[reject_garbage]="ok recovered"
+	[pdu_cut_then_close]="ok recovered"
+	[unknown_opcode]="ok recovered"
+	[status_without_final]="ok recovered"
+	[r2t_beyond_length]="ok recovered"
+	[r2t_zero_length]="ok recovered"
+	[r2t_flood]="ok recovered"
+	[data_in_for_write]="ok recovered"
+	# silence: after -o cmd_timeout ABORT TASK (answered here: the command is
+	# re-issued on the same connection); unanswered task management goes on
+	# to LOGICAL UNIT RESET and then drops the connection; a CmdSN window
+	# that never reopens drops it at once
+	[no_response]="ok alive"
+	[tmf_ignored]="ok recovered"
+	[window_closed]="ok recovered"
 	# a status that contradicts the data: that command fails
 	[data_in_short_good]="fail alive"
 	[rsp_good_short]="fail alive"
@@ -98,6 +108,13 @@ declare -A expect=(
 	[data_in_trickle]="ok alive"
 	[r2t_small_bursts]="ok alive"
 	[reject_command]="fail alive"
+	# target events: followed
+	[login_redirect_temporary]="ok recovered"
+	[login_redirect_permanent]="ok recovered"
+	[login_busy]="ok alive"
+	[login_out_of_resources]="ok alive"
+	[async_logout]="ok recovered"
+	[async_drop_connection]="ok recovered"
 	# login and LUN probe: nothing is mounted
 	[login_duplicate_key]="no_mount -"
 	[login_bad_value]="no_mount -"
@@ -107,11 +124,20 @@ declare -A expect=(
 	[login_silent]="no_mount -"
 	[capacity_overflow]="no_mount -"
 )
+always=''
+if [[ $scenario == *+always ]]; then
+	scenario=${scenario%+always}
+	always=--always
+fi
 if [[ -z ${expect[$scenario]:-} ]]; then
 	echo "$0: unknown scenario $scenario" >&2
 	exit 2
 fi
 read -r want_io want_after <<<"${expect[$scenario]}"
+if [[ -n $always ]]; then
+	want_io=fail
+	want_after=failing
+fi
 trigger=$(python3 "$target_py" --trigger "$scenario") || {
 	echo "$0: fake_target.py does not know $scenario" >&2
 	exit 2
@@ -181,7 +207,7 @@ sanitizer_clean() {
 port=''
 for _ in 1 2 3 4 5; do
 	port=$(free_port)
-	python3 "$target_py" --port "$port" --misbehave "$scenario" >"$work/target.log" 2>&1 </dev/null &
+	python3 "$target_py" --port "$port" --misbehave "$scenario" $always >"$work/target.log" 2>&1 </dev/null &
 	target_pid=$!
 	if _targets_wait_listen "$target_pid" "$port" 10; then
 		break
@@ -230,8 +256,8 @@ fi
 
 # ---------------------------------------------------------------- mount
 
-"$iserfuse" -f -o "initiator_name=$initiator" -o login_timeout=10 -o cmd_timeout=4 "$url" "$mnt" \
-	>"$work/daemon.out" 2>"$work/daemon.log" </dev/null &
+"$iserfuse" -f -o "initiator_name=$initiator" -o login_timeout=10 -o cmd_timeout=4 \
+	-o replacement_timeout=60 "$url" "$mnt" >"$work/daemon.out" 2>"$work/daemon.log" </dev/null &
 daemon_pid=$!
 up=0
 for ((i = 0; i < 300; i++)); do
@@ -313,21 +339,53 @@ else
 	fail "ls still answers (got: $listing)"
 fi
 
-# A further read elsewhere: fails fast once the session is gone, works if it is not.
+# A further read elsewhere: works on a recovered or surviving session.
 rc=0
 start=$SECONDS
-timeout -k 5 15 dd if="$mnt/lun1" of="$work/got2" bs=4096 skip=32 count=1 iflag=direct \
+# 64 commands: more than a CmdSN window of 32, so a window that never
+# reopens (window_closed) is met and ends with cmd_timeout and a reinstatement.
+timeout -k 5 60 dd if="$mnt/lun1" of="$work/got2" bs=4096 skip=32 count=64 iflag=direct \
 	status=none 2>"$work/dd2.log" || rc=$?
 took=$((SECONDS - start))
-if [[ $want_after == dropped ]]; then
-	if ((rc != 0 && rc != 124 && rc != 137 && took <= 5)); then
-		pass "a further read fails fast (${took}s)"
+reinstated=$(grep -c 'reinstated after' "$work/daemon.log" || true)
+if [[ $want_after == recovered ]]; then
+	if ((reinstated >= 1)); then
+		pass "the session was reinstated ($reinstated times)"
 	else
-		fail "a further read fails fast (exit $rc after ${took}s)"
+		fail "the session was reinstated"
+	fi
+elif [[ $want_after == alive ]]; then
+	check_eq "the session was not dropped" "$reinstated" 0
+fi
+# What the daemon must have logged for some scenarios.
+declare -A expect_log=(
+	[no_response]="ABORT TASK done (response 0): 1 commands re-issued"
+	[tmf_ignored]="no answer to LOGICAL UNIT RESET"
+	[window_closed]="not sent within"
+	[login_redirect_temporary]="redirected temporarily"
+	[login_redirect_permanent]="redirected permanently"
+	[login_busy]="service unavailable (status 0x0301): retrying"
+	[login_out_of_resources]="out of resources (status 0x0302): retrying"
+	[async_logout]="reinstated after a logout requested by the target"
+	[async_drop_connection]="reinstated after the target announced dropping the connection"
+)
+if [[ -n ${expect_log[$scenario]:-} && -z $always ]]; then
+	check "logged: ${expect_log[$scenario]}" grep -qF "${expect_log[$scenario]}" "$work/daemon.log"
+fi
+if [[ $want_after == failing ]]; then
+	if ((rc != 0 && rc != 124 && rc != 137)) && grep -q 'Input/output error' "$work/dd2.log"; then
+		pass "a further read fails with EIO too (${took}s)"
+	else
+		fail "a further read fails with EIO too (exit $rc after ${took}s)"
 		note "$work/dd2.log"
 	fi
+	if grep -q 'lost with the connection 6 times' "$work/daemon.log"; then
+		pass "the command was re-issued 5 times, then failed"
+	else
+		fail "the command was re-issued 5 times, then failed"
+	fi
 else
-	expected_bytes 131072 4096 "$work/want2"
+	expected_bytes 131072 262144 "$work/want2"
 	if ((rc == 0)) && cmp -s "$work/got2" "$work/want2"; then
 		pass "a further read succeeds"
 	else

@@ -265,3 +265,43 @@ Test(login, required_digest)
 	cr_assert_eq(iscsi_login(&h.base, &c, &r, err, sizeof(err)), -EPROTO, "no answer keeps None");
 	cr_assert(strstr(err, "HeaderDigest=CRC32C") != NULL, "%s", err);
 }
+
+Test(login, redirect_keeps_target_address)
+{
+	static const char text[] = "TargetAddress=[2001:db8::7]:3261,2";
+	struct fake f = {.base = {&fake_ops}};
+	f.steps[0] = (struct step){false, false, 0, 0, 0x01, 0x02, text, sizeof(text)};
+	f.nsteps = 1;
+	struct iscsi_login_config c = config();
+	struct iscsi_login_result r;
+	char err[256] = "";
+	cr_assert_eq(iscsi_login(&f.base, &c, &r, err, sizeof(err)), -EAGAIN);
+	cr_assert_eq(r.status_class, 1);
+	cr_assert_eq(r.status_detail, 2);
+	cr_assert_str_eq(r.target_address, "[2001:db8::7]:3261,2");
+	char host[64];
+	unsigned port = 0;
+	cr_assert_eq(iscsi_target_address_parse(r.target_address, host, sizeof(host), &port), 0);
+	cr_assert_str_eq(host, "2001:db8::7");
+	cr_assert_eq(port, 3261);
+}
+
+Test(login, target_address_forms)
+{
+	char host[16];
+	unsigned port = 0;
+	cr_assert_eq(iscsi_target_address_parse("192.0.2.9", host, sizeof(host), &port), 0);
+	cr_assert_str_eq(host, "192.0.2.9");
+	cr_assert_eq(port, 3260);
+	cr_assert_eq(iscsi_target_address_parse("portal.example:3262,1", host, sizeof(host), &port), 0);
+	cr_assert_str_eq(host, "portal.example");
+	cr_assert_eq(port, 3262);
+	cr_assert_eq(iscsi_target_address_parse("h,1", host, sizeof(host), &port), 0);
+	cr_assert_eq(port, 3260);
+	cr_assert_eq(iscsi_target_address_parse("", host, sizeof(host), &port), -EINVAL);
+	cr_assert_eq(iscsi_target_address_parse("[::1", host, sizeof(host), &port), -EINVAL);
+	cr_assert_eq(iscsi_target_address_parse("h:0", host, sizeof(host), &port), -EINVAL);
+	cr_assert_eq(iscsi_target_address_parse("h:70000", host, sizeof(host), &port), -EINVAL);
+	cr_assert_eq(iscsi_target_address_parse("h:12x", host, sizeof(host), &port), -EINVAL);
+	cr_assert_eq(iscsi_target_address_parse("a-very-long-host-name", host, sizeof(host), &port), -EINVAL);
+}

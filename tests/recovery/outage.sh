@@ -1,0 +1,127 @@
+#!/bin/bash
+# SPDX-License-Identifier: MIT
+#
+# An outage longer than -o replacement_timeout:
+#
+#   outage.sh ISERFUSE
+#
+# With replacement_timeout=3: tgtd is killed during a stream of writes and
+# stays down 9 s.  The pending write fails with EIO (within the
+# replacement timeout plus a few seconds), a new read during the outage
+# fails at once with EIO, the daemon keeps running, and once tgtd is back
+# with the same LUN the session is reinstated and I/O works again (data
+# written before the outage reads back).  Last, an unmount while the
+# target is down again ends the daemon (close during recovery).
+set -euo pipefail
+
+here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
+# shellcheck source-path=SCRIPTDIR source=../lib/targets.sh
+. "$here/../lib/targets.sh"
+# shellcheck source-path=SCRIPTDIR source=../lib/report.sh
+. "$here/../lib/report.sh"
+# shellcheck source-path=SCRIPTDIR source=common.sh
+. "$here/common.sh"
+
+if [[ $# -ne 1 || ! -x $1 ]]; then
+	echo "usage: $0 ISERFUSE" >&2
+	exit 2
+fi
+iserfuse=$1
+if [[ $(id -u) -ne 0 ]]; then
+	echo "# SKIP: needs root (tgtd, FUSE)"
+	exit 77
+fi
+
+work=$(mktemp -d "${TMPDIR:-/tmp}/iserfuse-outage.XXXXXX")
+daemon=''
+writer=''
+cleanup() {
+	[[ -n $writer ]] && kill "$writer" 2>/dev/null && wait "$writer" 2>/dev/null
+	fusermount3 -u "$work/mnt" 2>/dev/null || fusermount3 -uz "$work/mnt" 2>/dev/null || true
+	[[ -n $daemon ]] && kill -KILL "$daemon" 2>/dev/null || true
+	tgtd_stop "$work/tgtd"
+	rm -rf "$work"
+}
+trap cleanup EXIT
+
+tgtd_start "$work/tgtd" 64M 0 >/dev/null
+if ! mount_lun "$TGT_URL/1" -o replacement_timeout=3; then
+	fail "mounted"
+	note "$work/daemon.log"
+	summary
+	exit 1
+fi
+pass "mounted"
+head -c 65536 /dev/urandom >"$work/pattern"
+check "write a pattern" dd if="$work/pattern" of="$work/mnt/lun1" bs=65536 count=1 oflag=direct conv=notrunc status=none
+
+# A stream of writes after the pattern, still going when tgtd dies.
+(
+	rc=0
+	while ((rc == 0)); do
+		dd if=/dev/zero of="$work/mnt/lun1" bs=65536 seek=1 count=1000 oflag=direct conv=notrunc \
+			status=none 2>"$work/writer.err" || rc=$?
+	done
+	echo "$rc $SECONDS" >"$work/writer.rc"
+) &
+writer=$!
+sleep 1
+tgtd_kill "$work/tgtd"
+killed=$SECONDS
+for ((i = 0; i < 150; i++)); do
+	[[ -e $work/writer.rc ]] && break
+	sleep 0.1
+done
+wait "$writer" 2>/dev/null || true
+writer=''
+if [[ -e $work/writer.rc ]]; then
+	read -r wrc wend <"$work/writer.rc"
+	if ((wrc != 0)) && grep -q 'Input/output error' "$work/writer.err"; then
+		pass "the pending write fails with EIO after $((wend - killed)) s (replacement_timeout 3 s)"
+	else
+		fail "the pending write fails with EIO (dd exit $wrc)"
+		note "$work/writer.err"
+	fi
+else
+	fail "the pending write ends within 15 s of the kill"
+fi
+check "the replacement timeout is logged" grep -q 'replacement timeout' "$work/daemon.log"
+
+rc=0
+start=$(date +%s%N)
+timeout 10 dd if="$work/mnt/lun1" of=/dev/null bs=4096 count=1 iflag=direct status=none 2>"$work/dd.err" || rc=$?
+took=$((($(date +%s%N) - start) / 1000000))
+if ((rc != 0 && rc != 124)) && grep -q 'Input/output error' "$work/dd.err" && ((took < 2000)); then
+	pass "a new read during the outage fails at once with EIO (${took} ms)"
+else
+	fail "a new read during the outage fails at once with EIO (dd exit $rc after ${took} ms)"
+	note "$work/dd.err"
+fi
+check "the daemon keeps running" kill -0 "$daemon"
+ls_quiet() { timeout 10 ls "$@" >/dev/null; }
+check "ls still answers" ls_quiet "$work/mnt/lun1"
+
+sleep $((9 - (SECONDS - killed) > 0 ? 9 - (SECONDS - killed) : 0))
+check "tgtd restarted with the same LUN" tgtd_restart "$work/tgtd"
+check "the session is reinstated" wait_reinstated 1 30
+ok=0
+for ((i = 0; i < 20; i++)); do
+	if timeout 10 dd if="$work/mnt/lun1" of="$work/got" bs=65536 count=1 iflag=direct status=none 2>/dev/null; then
+		ok=1
+		break
+	fi
+	sleep 0.5
+done
+check_eq "I/O works again" "$ok" 1
+check "the data written before the outage reads back" cmp -s "$work/got" "$work/pattern"
+check "writes work again" dd if="$work/pattern" of="$work/mnt/lun1" bs=65536 seek=2 count=1 oflag=direct conv=notrunc status=none
+echo "# downtime (ms): $(downtimes | tr '\n' ' ')"
+
+# Unmount while the target is down again (iscsi_session_close during
+# recovery): the daemon must exit, not wait for the target.
+tgtd_kill "$work/tgtd"
+sleep 1
+start=$SECONDS
+unmount_check
+echo "# the daemon took $((SECONDS - start)) s to exit with the target down"
+summary

@@ -1,0 +1,552 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * Session recovery (RFC 7143 §6.3.5, ERL 0) against a scripted transport:
+ * each connection logs in at once, then its event thread takes the
+ * commands the session sends and, as the test says, answers them GOOD or
+ * drops the connection after the Nth.  Checks what reached each
+ * "connection": commands re-issued in their original order with fresh
+ * ITTs and consecutive new CmdSNs, callbacks exactly once, the re-issue
+ * cap, the replacement timeout, iscsi_session_close during recovery, and
+ * the command timeout's ABORT TASK / LOGICAL UNIT RESET escalation.
+ * Real targets are exercised by the recovery suite.
+ */
+#include <criterion/criterion.h>
+#include <errno.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "../../initiator/session.h"
+
+#define MAX_CONNS 16
+#define MAX_SEEN 256
+
+struct seen {
+	int conn;
+	uint32_t itt, cmdsn;
+	uint8_t marker; /* cdb[1] */
+};
+
+/* What the scripted target does; shared by every connection of a test. */
+struct world {
+	pthread_mutex_t m;
+	int refuse;                /* connects to refuse from now on (-1: all) */
+	int conns;                 /* connections made */
+	int drop_after[MAX_CONNS]; /* per connection: drop after receiving N commands (0: never) */
+	bool answer[MAX_CONNS];    /* per connection: answer commands GOOD */
+	bool ignore_first[MAX_CONNS]; /* per connection: leave its first command unanswered */
+	int tmf_response;          /* Task Management Response code to send; -1: none */
+	uint8_t tmf_seen[8];       /* functions of the TMF requests received */
+	int ntmf;
+	int drop_default;          /* for connections past the arrays */
+	struct seen seen[MAX_SEEN];
+	int nseen;
+};
+
+struct fconn {
+	struct iscsi_transport base;
+	struct world *w;
+	int index;
+	uint32_t login_itt;
+	int login_step;
+	const struct iscsi_transport_hooks *hooks;
+	void *sess;
+	pthread_t thread;
+	bool started;
+	pthread_mutex_t m;
+	pthread_cond_t cv;
+	bool kicked, stop;
+};
+
+static const struct iscsi_transport_ops fake_ops;
+
+static int f_connect(struct iscsi_transport **out, void *ctx, const char *host, unsigned port, int timeout_ms,
+		     char *err, size_t err_cap)
+{
+	struct world *w = ctx;
+	(void)host;
+	(void)port;
+	(void)timeout_ms;
+	pthread_mutex_lock(&w->m);
+	if (w->refuse) {
+		if (w->refuse > 0)
+			w->refuse--;
+		pthread_mutex_unlock(&w->m);
+		snprintf(err, err_cap, "refused");
+		return -ECONNREFUSED;
+	}
+	struct fconn *c = calloc(1, sizeof(*c));
+	c->base.ops = &fake_ops;
+	c->w = w;
+	c->index = w->conns++;
+	pthread_mutex_unlock(&w->m);
+	pthread_mutex_init(&c->m, NULL);
+	pthread_cond_init(&c->cv, NULL);
+	*out = &c->base;
+	return 0;
+}
+
+static int f_send(struct iscsi_transport *t, const uint8_t *bhs, const void *data, uint32_t dlen, int timeout_ms)
+{
+	struct fconn *c = (struct fconn *)t;
+	(void)data;
+	(void)dlen;
+	(void)timeout_ms;
+	c->login_itt = iscsi_wire_itt(bhs);
+	return 0;
+}
+
+/* Security stage (AuthMethod=None), then operational straight to full feature. */
+static int f_recv(struct iscsi_transport *t, uint8_t *bhs, void *data, uint32_t cap, uint32_t *dlen, int timeout_ms)
+{
+	static const char sec[] = "AuthMethod=None";
+	static const char op[] = "HeaderDigest=None\0DataDigest=None";
+	struct fconn *c = (struct fconn *)t;
+	(void)timeout_ms;
+	struct iscsi_bhs h = {0};
+	h.opcode = ISCSI_OP_LOGIN_RSP;
+	h.itt = c->login_itt;
+	h.u.login.transit = true;
+	h.u.login.csg = c->login_step == 0 ? 0 : 1;
+	h.u.login.nsg = c->login_step == 0 ? 1 : 3;
+	h.u.login.tsih = 0x4000 + c->index;
+	h.u.login.statsn = 500;
+	h.u.login.expcmdsn = 1000 * (uint32_t)(c->index + 1);
+	h.u.login.maxcmdsn = h.u.login.expcmdsn + 63;
+	const char *text = c->login_step == 0 ? sec : op;
+	uint32_t len = c->login_step == 0 ? sizeof(sec) : sizeof(op);
+	c->login_step++;
+	h.dlen = len;
+	cr_assert_leq(len, cap);
+	memcpy(data, text, len);
+	*dlen = len;
+	return iscsi_bhs_encode(&h, bhs);
+}
+
+static void *f_thread(void *arg)
+{
+	struct fconn *c = arg;
+	struct world *w = c->w;
+	struct iscsi_tx_slot slots[32];
+	uint32_t statsn = 500, got = 0;
+	int err = 0;
+	pthread_mutex_lock(&w->m);
+	int drop = c->index < MAX_CONNS ? w->drop_after[c->index] : w->drop_default;
+	bool answer = c->index < MAX_CONNS && w->answer[c->index];
+	bool ignore_first = c->index < MAX_CONNS && w->ignore_first[c->index];
+	int tmf_response = w->tmf_response;
+	pthread_mutex_unlock(&w->m);
+	int64_t next_tick = iscsi_now_ms() + 100;
+	for (;;) {
+		pthread_mutex_lock(&c->m);
+		bool stop = c->stop;
+		c->kicked = false;
+		pthread_mutex_unlock(&c->m);
+		if (stop)
+			break;
+		if (iscsi_now_ms() >= next_tick) {
+			next_tick = iscsi_now_ms() + 100;
+			if ((err = c->hooks->tick(c->sess, iscsi_now_ms())))
+				break;
+		}
+		int n = c->hooks->tx_fill(c->sess, slots, 32);
+		if (n > 0)
+			c->hooks->tx_done(c->sess, slots, n);
+		for (int i = 0; i < n && !err; i++) {
+			struct iscsi_bhs h;
+			cr_assert_eq(iscsi_bhs_decode(slots[i].bhs, &h), 0);
+			if (h.opcode == ISCSI_OP_LOGOUT_REQ) {
+				struct iscsi_bhs r = {0};
+				uint8_t out[ISCSI_BHS_LEN];
+				r.opcode = ISCSI_OP_LOGOUT_RSP;
+				r.final = true;
+				r.itt = h.itt;
+				r.u.logout.statsn = statsn++;
+				r.u.logout.expcmdsn = h.u.logout.cmdsn;
+				r.u.logout.maxcmdsn = h.u.logout.cmdsn + 63;
+				cr_assert_eq(iscsi_bhs_encode(&r, out), 0);
+				err = c->hooks->rx_pdu(c->sess, out, NULL, 0);
+				continue;
+			}
+			if (h.opcode == ISCSI_OP_TASK_MGMT_REQ) {
+				pthread_mutex_lock(&w->m);
+				if (w->ntmf < 8)
+					w->tmf_seen[w->ntmf++] = h.u.tmf_req.function;
+				pthread_mutex_unlock(&w->m);
+				if (tmf_response < 0)
+					continue;
+				struct iscsi_bhs r = {0};
+				uint8_t out[ISCSI_BHS_LEN];
+				r.opcode = ISCSI_OP_TASK_MGMT_RSP;
+				r.final = true;
+				r.itt = h.itt;
+				r.u.tmf_rsp.response = (uint8_t)tmf_response;
+				r.u.tmf_rsp.statsn = statsn++;
+				r.u.tmf_rsp.expcmdsn = h.u.tmf_req.cmdsn;
+				r.u.tmf_rsp.maxcmdsn = h.u.tmf_req.cmdsn + 63;
+				cr_assert_eq(iscsi_bhs_encode(&r, out), 0);
+				err = c->hooks->rx_pdu(c->sess, out, NULL, 0);
+				continue;
+			}
+			if (h.opcode != ISCSI_OP_SCSI_CMD)
+				continue;
+			pthread_mutex_lock(&w->m);
+			cr_assert_lt(w->nseen, MAX_SEEN);
+			w->seen[w->nseen++] = (struct seen){c->index, h.itt, h.u.cmd.cmdsn, h.u.cmd.cdb[1]};
+			pthread_mutex_unlock(&w->m);
+			if (++got >= (uint32_t)drop && drop) {
+				err = -ECONNRESET;
+				break;
+			}
+			if (answer && ignore_first && got == 1)
+				continue;
+			if (answer) {
+				struct iscsi_bhs r = {0};
+				uint8_t out[ISCSI_BHS_LEN];
+				r.opcode = ISCSI_OP_SCSI_RSP;
+				r.final = true;
+				r.itt = h.itt;
+				r.u.rsp.statsn = statsn++;
+				r.u.rsp.expcmdsn = h.u.cmd.cmdsn + 1;
+				r.u.rsp.maxcmdsn = h.u.cmd.cmdsn + 64;
+				cr_assert_eq(iscsi_bhs_encode(&r, out), 0);
+				if ((err = c->hooks->rx_pdu(c->sess, out, NULL, 0)))
+					break;
+			}
+		}
+		if (err)
+			break;
+		if (n == 0) {
+			pthread_mutex_lock(&c->m);
+			if (!c->kicked && !c->stop) {
+				struct timespec ts;
+				clock_gettime(CLOCK_REALTIME, &ts);
+				ts.tv_nsec += 20 * 1000000L;
+				if (ts.tv_nsec >= 1000000000L) {
+					ts.tv_sec++;
+					ts.tv_nsec -= 1000000000L;
+				}
+				pthread_cond_timedwait(&c->cv, &c->m, &ts);
+			}
+			pthread_mutex_unlock(&c->m);
+		}
+	}
+	pthread_mutex_lock(&c->m);
+	bool stopped = c->stop;
+	pthread_mutex_unlock(&c->m);
+	c->hooks->conn_lost(c->sess, stopped ? 0 : err);
+	return NULL;
+}
+
+static int f_start(struct iscsi_transport *t, const struct iscsi_transport_hooks *hooks, void *sess,
+		   const struct iscsi_params *params)
+{
+	struct fconn *c = (struct fconn *)t;
+	(void)params;
+	c->hooks = hooks;
+	c->sess = sess;
+	c->started = pthread_create(&c->thread, NULL, f_thread, c) == 0;
+	return c->started ? 0 : -EAGAIN;
+}
+
+static void f_kick(struct iscsi_transport *t)
+{
+	struct fconn *c = (struct fconn *)t;
+	pthread_mutex_lock(&c->m);
+	c->kicked = true;
+	pthread_cond_signal(&c->cv);
+	pthread_mutex_unlock(&c->m);
+}
+
+static void f_shutdown(struct iscsi_transport *t)
+{
+	struct fconn *c = (struct fconn *)t;
+	if (!c->started)
+		return;
+	pthread_mutex_lock(&c->m);
+	c->stop = true;
+	pthread_cond_signal(&c->cv);
+	pthread_mutex_unlock(&c->m);
+	if (pthread_equal(c->thread, pthread_self()))
+		pthread_detach(c->thread);
+	else
+		pthread_join(c->thread, NULL);
+	c->started = false;
+}
+
+static void f_destroy(struct iscsi_transport *t)
+{
+	struct fconn *c = (struct fconn *)t;
+	pthread_mutex_destroy(&c->m);
+	pthread_cond_destroy(&c->cv);
+	free(c);
+}
+
+static const struct iscsi_transport_ops fake_ops = {
+	.name = "scripted",
+	.connect = f_connect,
+	.send_pdu = f_send,
+	.recv_pdu = f_recv,
+	.start = f_start,
+	.kick = f_kick,
+	.shutdown = f_shutdown,
+	.destroy = f_destroy,
+};
+
+/* ---- completions ---- */
+
+struct done {
+	pthread_mutex_t m;
+	int calls[64];
+	int err[64];
+};
+
+static struct done done = {.m = PTHREAD_MUTEX_INITIALIZER};
+
+static void on_done(void *arg, const struct iscsi_cmd_result *res)
+{
+	int i = (int)(intptr_t)arg;
+	pthread_mutex_lock(&done.m);
+	done.calls[i]++;
+	done.err[i] = iscsi_cmd_result_errno(res);
+	pthread_mutex_unlock(&done.m);
+}
+
+static int calls(int i)
+{
+	pthread_mutex_lock(&done.m);
+	int n = done.calls[i];
+	pthread_mutex_unlock(&done.m);
+	return n;
+}
+
+/* Wait up to 5 s for commands 0..n-1 to have completed. */
+static bool wait_done(int n)
+{
+	for (int tries = 0; tries < 500; tries++) {
+		int k = 0;
+		for (int i = 0; i < n; i++)
+			k += calls(i) > 0;
+		if (k == n)
+			return true;
+		usleep(10000);
+	}
+	return false;
+}
+
+static struct iscsi_session_config config(struct world *w, int replacement_ms)
+{
+	struct iscsi_session_config c = {0};
+	c.transport = &fake_ops;
+	c.transport_ctx = w;
+	strcpy(c.host, "192.0.2.1");
+	c.port = 3260;
+	strcpy(c.initiator_name, "iqn.2026-11.org.example:init");
+	strcpy(c.target_name, "iqn.2026-11.org.example:disk");
+	iscsi_neg_config_default(&c.neg);
+	c.queue_depth = 16;
+	c.timeout_ms = 1000;
+	c.replacement_timeout_ms = replacement_ms;
+	return c;
+}
+
+static int submit(struct iscsi_session *s, int i)
+{
+	struct iscsi_cmd cmd = {0};
+	cmd.cdb[0] = 0x00; /* TEST UNIT READY */
+	cmd.cdb[1] = (uint8_t)i;
+	cmd.cdb_len = 6;
+	cmd.dir = ISCSI_DIR_NONE;
+	cmd.cb = on_done;
+	cmd.arg = (void *)(intptr_t)i;
+	return iscsi_session_submit(s, &cmd);
+}
+
+static void init_world(struct world *w)
+{
+	memset(w, 0, sizeof(*w));
+	pthread_mutex_init(&w->m, NULL);
+	memset(&done.calls, 0, sizeof(done.calls));
+	memset(&done.err, 0, sizeof(done.err));
+}
+
+Test(session, reissued_in_order_with_fresh_itts_and_cmdsns)
+{
+	struct world w;
+	init_world(&w);
+	w.drop_after[0] = 8; /* connection 0 takes 8 commands, answers none, drops */
+	w.answer[1] = true;
+	struct iscsi_session_config cfg = config(&w, 10000);
+	struct iscsi_session *s = NULL;
+	char err[256] = "";
+	cr_assert_eq(iscsi_session_open(&cfg, &s, err, sizeof(err)), 0, "%s", err);
+	for (int i = 0; i < 8; i++)
+		cr_assert_eq(submit(s, i), 0);
+	cr_assert(wait_done(8), "the commands complete after the reinstatement");
+	for (int i = 0; i < 8; i++) {
+		cr_assert_eq(calls(i), 1, "command %d completed %d times", i, calls(i));
+		cr_assert_eq(done.err[i], 0);
+	}
+	struct iscsi_session_stats st;
+	iscsi_session_get_stats(s, &st);
+	cr_assert_eq(st.reconnects, 1);
+	pthread_mutex_lock(&w.m);
+	cr_assert_eq(w.nseen, 16, "8 on the first connection, 8 re-issued (%d)", w.nseen);
+	for (int i = 0; i < 8; i++) {
+		const struct seen *a = &w.seen[i], *b = &w.seen[8 + i];
+		cr_assert_eq(a->conn, 0);
+		cr_assert_eq(b->conn, 1);
+		cr_assert_eq(a->marker, i);
+		cr_assert_eq(b->marker, i, "re-issued in the original order");
+		cr_assert_eq(a->cmdsn, 1000 + (uint32_t)i);
+		cr_assert_eq(b->cmdsn, 2000 + (uint32_t)i, "new CmdSNs from the new login");
+		cr_assert_neq(a->itt, b->itt, "a fresh ITT");
+	}
+	pthread_mutex_unlock(&w.m);
+	iscsi_session_close(s, 1000);
+}
+
+Test(session, reissue_cap_then_eio)
+{
+	struct world w;
+	init_world(&w);
+	for (int i = 0; i < MAX_CONNS; i++)
+		w.drop_after[i] = 1; /* every connection drops on the first command */
+	w.drop_default = 1;
+	struct iscsi_session_config cfg = config(&w, 10000);
+	struct iscsi_session *s = NULL;
+	char err[256] = "";
+	cr_assert_eq(iscsi_session_open(&cfg, &s, err, sizeof(err)), 0, "%s", err);
+	cr_assert_eq(submit(s, 0), 0);
+	cr_assert(wait_done(1));
+	cr_assert_eq(calls(0), 1);
+	cr_assert_eq(done.err[0], -EIO);
+	pthread_mutex_lock(&w.m);
+	cr_assert_eq(w.nseen, 1 + ISCSI_REISSUE_MAX, "sent once and re-issued %d times (%d)", ISCSI_REISSUE_MAX,
+		     w.nseen);
+	pthread_mutex_unlock(&w.m);
+	iscsi_session_close(s, 1000);
+}
+
+Test(session, replacement_timeout_fails_pending_then_io_works_again)
+{
+	struct world w;
+	init_world(&w);
+	w.drop_after[0] = 2;
+	w.answer[1] = true;
+	struct iscsi_session_config cfg = config(&w, 300);
+	struct iscsi_session *s = NULL;
+	char err[256] = "";
+	cr_assert_eq(iscsi_session_open(&cfg, &s, err, sizeof(err)), 0, "%s", err);
+	pthread_mutex_lock(&w.m);
+	w.refuse = -1; /* the target is gone */
+	pthread_mutex_unlock(&w.m);
+	cr_assert_eq(submit(s, 0), 0);
+	cr_assert_eq(submit(s, 1), 0);
+	cr_assert(wait_done(2));
+	cr_assert_eq(done.err[0], -ETIMEDOUT);
+	cr_assert_eq(done.err[1], -ETIMEDOUT);
+	cr_assert_eq(submit(s, 2), -ENOTCONN, "new I/O fails fast while the session is down");
+	pthread_mutex_lock(&w.m);
+	w.refuse = 0; /* back */
+	pthread_mutex_unlock(&w.m);
+	int rc = -ENOTCONN;
+	for (int tries = 0; tries < 500 && rc == -ENOTCONN; tries++) {
+		rc = submit(s, 3);
+		if (rc)
+			usleep(10000);
+	}
+	cr_assert_eq(rc, 0, "I/O works again once the target is back");
+	for (int tries = 0; tries < 500 && calls(3) == 0; tries++)
+		usleep(10000);
+	cr_assert_eq(calls(3), 1);
+	cr_assert_eq(done.err[3], 0);
+	cr_assert_eq(calls(2), 0, "a refused submission gets no callback");
+	iscsi_session_close(s, 1000);
+}
+
+Test(session, close_during_recovery)
+{
+	struct world w;
+	init_world(&w);
+	w.drop_after[0] = 3;
+	struct iscsi_session_config cfg = config(&w, 60000);
+	struct iscsi_session *s = NULL;
+	char err[256] = "";
+	cr_assert_eq(iscsi_session_open(&cfg, &s, err, sizeof(err)), 0, "%s", err);
+	pthread_mutex_lock(&w.m);
+	w.refuse = -1;
+	pthread_mutex_unlock(&w.m);
+	for (int i = 0; i < 3; i++)
+		cr_assert_eq(submit(s, i), 0);
+	usleep(200000); /* lost, parked, reconnecting in vain */
+	for (int i = 0; i < 3; i++)
+		cr_assert_eq(calls(i), 0, "nothing completes before the replacement timeout");
+	iscsi_session_close(s, 100);
+	for (int i = 0; i < 3; i++) {
+		cr_assert_eq(calls(i), 1, "closing completes each parked command once");
+		cr_assert_eq(done.err[i], -ECONNABORTED);
+	}
+}
+
+Test(session, abort_task_reissues_on_the_same_connection)
+{
+	struct world w;
+	init_world(&w);
+	w.answer[0] = true;
+	w.ignore_first[0] = true; /* the first command is lost at the target */
+	w.tmf_response = 0;       /* function complete */
+	struct iscsi_session_config cfg = config(&w, 10000);
+	cfg.cmd_timeout_ms = 300;
+	struct iscsi_session *s = NULL;
+	char err[256] = "";
+	cr_assert_eq(iscsi_session_open(&cfg, &s, err, sizeof(err)), 0, "%s", err);
+	cr_assert_eq(submit(s, 0), 0);
+	cr_assert(wait_done(1));
+	cr_assert_eq(calls(0), 1);
+	cr_assert_eq(done.err[0], 0);
+	struct iscsi_session_stats st;
+	iscsi_session_get_stats(s, &st);
+	cr_assert_eq(st.reconnects, 0, "no reconnection");
+	pthread_mutex_lock(&w.m);
+	cr_assert_eq(w.ntmf, 1);
+	cr_assert_eq(w.tmf_seen[0], ISCSI_TMF_ABORT_TASK);
+	cr_assert_eq(w.nseen, 2);
+	cr_assert_eq(w.seen[1].conn, 0);
+	cr_assert_neq(w.seen[0].itt, w.seen[1].itt, "re-issued with a fresh ITT");
+	cr_assert_eq(w.seen[1].cmdsn, w.seen[0].cmdsn + 1, "and a new CmdSN");
+	pthread_mutex_unlock(&w.m);
+	iscsi_session_close(s, 1000);
+}
+
+Test(session, unanswered_task_management_escalates_to_a_reconnect)
+{
+	struct world w;
+	init_world(&w);
+	w.tmf_response = -1; /* connection 0 answers nothing at all */
+	w.answer[1] = true;
+	struct iscsi_session_config cfg = config(&w, 30000);
+	cfg.cmd_timeout_ms = 300;
+	struct iscsi_session *s = NULL;
+	char err[256] = "";
+	cr_assert_eq(iscsi_session_open(&cfg, &s, err, sizeof(err)), 0, "%s", err);
+	cr_assert_eq(submit(s, 0), 0);
+	for (int tries = 0; tries < 1000 && calls(0) == 0; tries++)
+		usleep(10000); /* ABORT TASK 2 s, LOGICAL UNIT RESET 2 s, then the drop */
+	cr_assert_eq(calls(0), 1);
+	cr_assert_eq(done.err[0], 0);
+	struct iscsi_session_stats st;
+	iscsi_session_get_stats(s, &st);
+	cr_assert_eq(st.reconnects, 1);
+	pthread_mutex_lock(&w.m);
+	cr_assert_eq(w.ntmf, 2);
+	cr_assert_eq(w.tmf_seen[0], ISCSI_TMF_ABORT_TASK);
+	cr_assert_eq(w.tmf_seen[1], ISCSI_TMF_LUN_RESET);
+	cr_assert_eq(w.nseen, 2);
+	cr_assert_eq(w.seen[1].conn, 1, "re-issued on the new connection");
+	pthread_mutex_unlock(&w.m);
+	iscsi_session_close(s, 1000);
+}
