@@ -83,7 +83,7 @@ static void gw_getattr(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi
 	struct gw *g = gw_of(req);
 	struct stat st;
 	(void)fi;
-	if (ino != ROOT_INO && (!lun_by_ino(g, ino) || lun_gone(lun_by_ino(g, ino)))) {
+	if (ino != ROOT_INO && !lun_by_ino(g, ino)) { /* a gone LUN keeps its attributes for open files */
 		fuse_reply_err(req, ENOENT);
 		return;
 	}
@@ -314,8 +314,8 @@ static void do_sync(fuse_req_t req, fuse_ino_t ino)
 		fuse_reply_err(req, ino == ROOT_INO ? 0 : EBADF);
 		return;
 	}
-	if (lun_gone(l)) {
-		fuse_reply_err(req, ENODEV);
+	if (lun_gone(l)) { /* nothing can reach it; only unflushed writes are worth an error */
+		fuse_reply_err(req, atomic_load(&l->dev.dirty) ? ENODEV : 0);
 		return;
 	}
 	int rc = blk_sync(&l->dev, sync_done, req);
