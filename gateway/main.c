@@ -368,7 +368,7 @@ static void install_stop_signals(struct fuse_session *se)
 	sigaction(SIGHUP, &sa, NULL);
 }
 
-/* Block (or, with how SIG_SETMASK and *old, restore) the stop signals in the calling thread. */
+/* Block the stop signals in the calling thread; *old gets the mask to restore with pthread_sigmask(SIG_SETMASK). */
 static void block_stop_signals(sigset_t *old)
 {
 	sigset_t set;
