@@ -638,12 +638,16 @@ int main(int argc, char **argv)
 	}
 	stop_signals = stop_signals ? stop_signals : 1; /* from now on the next stop signal ends the daemon */
 	gw_rescan_stop(&g);
-	fuse_session_unmount(se);
-	sync_res = calloc(g.nluns, sizeof(*sync_res));
-	int unsynced = 0;
+	/*
+	 * Drain while still mounted, so that the requests in flight get their
+	 * replies instead of being aborted by the unmount; new ones wait.
+	 */
 	if (blk_retry_drain(g.retry, (int)g.retry_budget_ms + 5000)) /* commands waiting to be retried */
 		log_err("retries still pending at shutdown");
 	iscsi_session_drain(g.s, 30000); /* replies still in flight after the last FUSE request */
+	fuse_session_unmount(se);
+	sync_res = calloc(g.nluns, sizeof(*sync_res));
+	int unsynced = 0;
 	if (sync_res)
 		unsynced = sync_all(&g, sync_res);
 	struct blk_retry_stats rs;
