@@ -515,7 +515,7 @@ int main(int argc, char **argv)
 
 	unsigned qd = o.queue_depth ? o.queue_depth : DEFAULT_QUEUE_DEPTH;
 	size_t max_io = (size_t)(o.max_io_kib ? o.max_io_kib : DEFAULT_MAX_IO / 1024) * 1024;
-	if (o.rescan_interval > 86400) {
+	if (o.rescan_interval < -1 || o.rescan_interval > 86400) {
 		fprintf(stderr, "iserfuse: rescan_interval must be 0..86400 s\n");
 		goto out;
 	}

@@ -17,7 +17,7 @@
 #    LUN 2 -> lun2 appears; remove it with the file open -> the name goes,
 #    reads on the open file fail with ENODEV; add it back.  With rescans off,
 #    the REPORTED LUNS DATA HAS CHANGED UNIT ATTENTION that tgtd raises on
-#    LUN 1 when LUN 3 is added makes lun3 appear.
+#    LUN 1 when LUN 3 is added (deleted) makes lun3 appear (go).
 # 3. Stopping: SIGTERM while a writer is busy -> exit 0, every byte the
 #    writer was told was written is in the backing file, the session logged
 #    out (tgtd shows no I_T nexus); fusermount3 -u -> exit 0; a second
@@ -50,7 +50,7 @@ mkdir -p "$mnt"
 daemon=''
 fake=''
 cleanup() {
-	local pid
+	local pid rc=$?
 	set +e
 	pid=$(cat "$work/tgtd/pid" 2>/dev/null)
 	[[ -n $pid ]] && kill -CONT "$pid" 2>/dev/null
@@ -60,7 +60,7 @@ cleanup() {
 	[[ -n $daemon ]] && _targets_kill "$daemon" 5
 	[[ -n $fake ]] && _targets_kill "$fake" 2
 	tgtd_stop "$work/tgtd"
-	if ((failed == 0)); then rm -rf "$work"; else echo "# logs kept in $work"; fi
+	if ((failed == 0 && rc == 0)); then rm -rf "$work"; else echo "# logs kept in $work"; fi
 }
 trap cleanup EXIT
 
@@ -175,7 +175,7 @@ fake=''
 if start_fake ua_capacity && mount_gw "$fake_url" "$work/daemon-cap.log" -o rescan_interval=0; then
 	check_eq "ua_capacity: size before" "$(stat -c %s "$mnt/lun1")" 1048576
 	check "ua_capacity: the read that meets the UNIT ATTENTION succeeds" \
-		dd if="$mnt/lun1" of=/dev/null bs=4096 count=1 iflag=direct status=none
+		dd if="$mnt/lun1" of=/dev/null bs=4096 count=1 iflag=direct status=none || true
 	if took=$(wait_for 5 size_is "$mnt/lun1" 2097152); then
 		pass "ua_capacity: the file grows to 2 MiB (${took} s)"
 	else
@@ -280,15 +280,22 @@ else
 	note "$work/daemon-grow.log"
 fi
 
-# With rescans off, the UNIT ATTENTION tgtd queues on LUN 1 when a LUN is added is what tells us.
+# With rescans off, the UNIT ATTENTION tgtd queues on LUN 1 when a LUN is added or deleted is what tells us.
 if mount_gw "$TGT_URL" "$work/daemon-ua.log" -o rescan_interval=0; then
 	truncate -s 4M "$work/lun3.img"
 	adm --op new --mode logicalunit --tid 1 --lun 3 -b "$work/lun3.img"
-	dd if="$mnt/lun1" of=/dev/null bs=4096 count=1 iflag=direct status=none
+	dd if="$mnt/lun1" of=/dev/null bs=4096 count=1 iflag=direct status=none || true
 	if took=$(wait_for 5 listing_is "lun1 lun2 lun3 "); then
 		pass "REPORTED LUNS DATA HAS CHANGED: lun3 appears with rescans off (${took} s)"
 	else
 		fail "REPORTED LUNS DATA HAS CHANGED: lun3 appears with rescans off (listing: $(ls "$mnt" | tr '\n' ' '))"
+	fi
+	adm --op delete --mode logicalunit --tid 1 --lun 3
+	dd if="$mnt/lun1" of=/dev/null bs=4096 count=1 iflag=direct status=none || true
+	if took=$(wait_for 5 listing_is "lun1 lun2 "); then
+		pass "REPORTED LUNS DATA HAS CHANGED: lun3 goes with rescans off (${took} s)"
+	else
+		fail "REPORTED LUNS DATA HAS CHANGED: lun3 goes with rescans off (listing: $(ls "$mnt" | tr '\n' ' '))"
 	fi
 	unmount_gw
 	check_eq "ua: fusermount3 -u, exit status" "$gw_status" 0
