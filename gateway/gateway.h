@@ -2,7 +2,8 @@
 /*
  * The FUSE gateway: one directory of LUN files backed by one iSCSI session.
  * State is set up before the FUSE loop starts and read-only afterwards,
- * except what blk_dev guards itself.
+ * except what blk_dev guards itself and the LUN table, which the rescan
+ * thread extends and marks (rescan.c; atomics, see docs/design.md).
  */
 #ifndef ISERFUSE_GATEWAY_H
 #define ISERFUSE_GATEWAY_H
