@@ -349,8 +349,12 @@ else
 fi
 
 if mount_gw "$TGT_URL/1" "$work/daemon-stuck.log"; then
-	dd if="$work/src" of="$mnt/lun1" bs=64k count=16 conv=notrunc status=none # dirty: SYNCHRONIZE CACHE due
+	dd if="$work/src" of="$mnt/lun1" bs=64k count=16 conv=notrunc status=none
 	kill -STOP "$tgt_pid"
+	# a write in flight that the stopped target never answers: the drain waits for it
+	dd if="$work/src" of="$mnt/lun1" bs=64k count=1 seek=100 conv=notrunc oflag=direct status=none 2>/dev/null &
+	stuck_dd=$!
+	sleep 0.5
 	kill -TERM "$daemon"
 	sleep 1
 	check "stuck drain: the first SIGTERM waits for the target" kill -0 "$daemon"
@@ -361,6 +365,7 @@ if mount_gw "$TGT_URL/1" "$work/daemon-stuck.log"; then
 	daemon=''
 	ms=$((($(date +%s%N) - t0) / 1000000))
 	kill -CONT "$tgt_pid"
+	wait "$stuck_dd" 2>/dev/null || true
 	check_eq "stuck drain: a second SIGTERM exits with status 2" "$st" 2
 	if ((ms < 2000)); then pass "stuck drain: at once ($ms ms)"; else fail "stuck drain: at once ($ms ms)"; fi
 	grep -q 'stopped by a second signal' "$work/daemon-stuck.log" && pass "stuck drain: says why" ||
