@@ -2,6 +2,7 @@
 #include "blkio.h"
 
 #include <errno.h>
+#include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -25,6 +26,8 @@ struct blk_req {
 	bool head, tail;             /* edge blocks need reading */
 	uint32_t done_blk, cur_blk;
 	int retries;
+	uint64_t retry_t0;           /* ms, first failure of the current command */
+	struct blk_retry_item ritem; /* parked on d->retry for a delayed retry */
 	blk_done_fn cb;
 	void *arg;
 };
@@ -42,6 +45,7 @@ int blk_dev_init(struct blk_dev *d, struct iscsi_session *s, struct buf_pool *po
 	d->size = d->nblocks * d->bs;
 	d->use16 = info->use16;
 	d->max_io = max_io;
+	d->retry_budget_ms = 30000;
 	if (buf_pool_slice_size(pool) < max_io + 4u * d->bs)
 		return -EINVAL;
 	uint64_t maxb = 0xffff; /* keeps 10-byte CDBs possible and bursts moderate */
@@ -56,6 +60,20 @@ int blk_dev_init(struct blk_dev *d, struct iscsi_session *s, struct buf_pool *po
 	return 0;
 }
 
+void blk_dev_set_retry(struct blk_dev *d, struct blk_retry *q, uint32_t budget_ms)
+{
+	d->retry = q;
+	d->retry_budget_ms = budget_ms;
+}
+
+void blk_dev_set_capacity(struct blk_dev *d, uint64_t nblocks)
+{
+	__atomic_store_n(&d->nblocks, nblocks, __ATOMIC_RELEASE);
+	__atomic_store_n(&d->size, nblocks * d->bs, __ATOMIC_RELEASE);
+}
+
+uint64_t blk_dev_size(const struct blk_dev *d) { return __atomic_load_n(&d->size, __ATOMIC_ACQUIRE); }
+
 void blk_dev_fini(struct blk_dev *d)
 {
 	free(d->reqs);
@@ -65,7 +83,8 @@ void blk_dev_fini(struct blk_dev *d)
 
 static struct blk_req *req_new(struct blk_dev *d, uint64_t off, size_t len)
 {
-	if (len == 0 || len > d->max_io || off >= d->size || len > d->size - off)
+	uint64_t size = blk_dev_size(d);
+	if (len == 0 || len > d->max_io || off >= size || len > size - off)
 		return NULL;
 	unsigned idx;
 	uint8_t *slice = buf_pool_get(d->pool, &idx);
@@ -178,6 +197,48 @@ static void merge_edge(struct blk_req *r, uint64_t lba, const uint8_t *e)
 	}
 }
 
+static void retry_fire(struct blk_retry_item *it)
+{
+	struct blk_req *r = (struct blk_req *)((char *)it - offsetof(struct blk_req, ritem));
+	submit(r);
+}
+
+/*
+ * A failed command: note a UNIT ATTENTION, then re-submit it when its
+ * status is transient (scsi_status_retry): at once from here, or after a
+ * delay from the retry thread (the event thread never sleeps).  Returns
+ * true when the request lives on.
+ */
+static bool retry_later(struct blk_req *r, const struct iscsi_cmd_result *res)
+{
+	struct blk_dev *d = r->d;
+	const struct scsi_sense *sense = res->has_sense ? &res->sense : NULL;
+	if (res->err)
+		return false;
+	if (sense && sense->key == SCSI_SK_UNIT_ATTENTION)
+		blk_retry_note_ua(d->retry, d->lun_field, sense);
+	enum scsi_retry c = scsi_status_retry(res->status, sense);
+	if (c == SCSI_RETRY_NO)
+		return false;
+	uint64_t now = blk_now_ms();
+	if (r->retries == 0)
+		r->retry_t0 = now;
+	int delay = scsi_retry_delay_ms(c, (unsigned)r->retries, now - r->retry_t0, d->retry_budget_ms);
+	if (delay < 0 || (!d->retry && r->retries >= BLK_RETRIES)) {
+		blk_retry_count(d->retry, false, false);
+		return false;
+	}
+	r->retries++;
+	blk_retry_count(d->retry, true, delay > 0 && d->retry);
+	if (delay > 0 && d->retry) {
+		r->ritem.fire = retry_fire;
+		blk_retry_schedule(d->retry, &r->ritem, (unsigned)delay);
+	} else {
+		submit(r);
+	}
+	return true;
+}
+
 static void cmd_done(void *arg, const struct iscsi_cmd_result *res)
 {
 	struct blk_req *r = arg;
@@ -186,12 +247,8 @@ static void cmd_done(void *arg, const struct iscsi_cmd_result *res)
 	if (err == 0 && res->xfer_len != r->cur_blk * d->bs)
 		err = -EIO; /* short transfer without an error status */
 	if (err) {
-		if (!res->err && r->retries < BLK_RETRIES &&
-		    scsi_status_retryable(res->status, res->has_sense ? &res->sense : NULL)) {
-			r->retries++;
-			submit(r);
+		if (retry_later(r, res))
 			return;
-		}
 		if (r->phase == PH_SYNC && err == -EOPNOTSUPP)
 			err = 0; /* no cache to flush */
 		else

@@ -21,6 +21,7 @@
 #include "../initiator/lun.h"
 #include "../initiator/session.h"
 #include "pool.h"
+#include "retry.h"
 
 struct blk_req;
 
@@ -43,6 +44,8 @@ struct blk_dev {
 	atomic_uint_fast64_t rmw_count;
 	atomic_uint_fast64_t rmw_bytes_copied; /* edge-block bytes merged into writes (read-modify-write) */
 	uint16_t lun;              /* the LUN number, for messages */
+	struct blk_retry *retry;   /* delayed retries and UNIT ATTENTION hook; NULL: retry at once, 8 times */
+	uint32_t retry_budget_ms;  /* how long BUSY / becoming ready keep being retried */
 };
 
 /*
@@ -60,6 +63,25 @@ typedef void (*blk_done_fn)(void *arg, int err, const void *data, size_t len);
 int blk_dev_init(struct blk_dev *d, struct iscsi_session *s, struct buf_pool *pool,
 		 const struct iscsi_lun_info *info, size_t max_io);
 void blk_dev_fini(struct blk_dev *d);
+
+/*
+ * Retry transient failures through q (may be NULL) for up to budget_ms
+ * (BUSY, TASK SET FULL, NOT READY / becoming ready; see
+ * scsi_retry_delay_ms), and report UNIT ATTENTIONs to q's hook.  Call
+ * before any I/O.
+ */
+void blk_dev_set_retry(struct blk_dev *d, struct blk_retry *q, uint32_t budget_ms);
+
+/*
+ * The capacity changed (READ CAPACITY after a UNIT ATTENTION or a rescan):
+ * from now on requests are checked against nblocks blocks of the same
+ * block size.  Commands in flight are not touched; one beyond a shrunken
+ * end fails at the target (LBA out of range).  Any thread.
+ */
+void blk_dev_set_capacity(struct blk_dev *d, uint64_t nblocks);
+
+/* The size in bytes, read atomically (it may change under blk_dev_set_capacity). */
+uint64_t blk_dev_size(const struct blk_dev *d);
 
 /*
  * Read len bytes at byte offset off (off + len <= size, 0 < len <= max_io).

@@ -241,7 +241,7 @@ static void zero_edge(struct disc_op *op, uint64_t off, size_t len)
 int blk_discard(struct blk_dev *d, const struct discard_caps *c, uint64_t off, uint64_t len, bool punch,
 		blk_done_fn cb, void *arg)
 {
-	if (len == 0 || off >= d->size || len > d->size - off)
+	if (len == 0 || off >= blk_dev_size(d) || len > blk_dev_size(d) - off)
 		return -EINVAL;
 	struct disc_op *op = calloc(1, sizeof(*op));
 	if (!op)
@@ -307,7 +307,7 @@ static void seek_finish(struct seek_op *op, int err, uint64_t result)
 /* Everything is data: SEEK_DATA stays, SEEK_HOLE goes to the end. */
 static void seek_all_data(struct seek_op *op)
 {
-	seek_finish(op, 0, op->hole ? op->d->size : op->off);
+	seek_finish(op, 0, op->hole ? blk_dev_size(op->d) : op->off);
 }
 
 static void seek_done(void *arg, const struct iscsi_cmd_result *res);
@@ -365,7 +365,7 @@ static void seek_done(void *arg, const struct iscsi_cmd_result *res)
 	if (next >= d->nblocks) {
 		/* nothing found before the end: the end is a hole, there is no more data */
 		if (op->hole)
-			seek_finish(op, 0, d->size);
+			seek_finish(op, 0, blk_dev_size(d));
 		else
 			seek_finish(op, -ENXIO, 0);
 		return;
@@ -377,7 +377,7 @@ static void seek_done(void *arg, const struct iscsi_cmd_result *res)
 
 int blk_seek(struct blk_dev *d, const struct discard_caps *c, uint64_t off, bool hole, blk_seek_fn cb, void *arg)
 {
-	if (off >= d->size)
+	if (off >= blk_dev_size(d))
 		return -EINVAL;
 	struct seek_op *op = calloc(1, sizeof(*op));
 	if (!op)

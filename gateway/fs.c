@@ -22,10 +22,13 @@ static struct gw *gw_of(fuse_req_t req) { return fuse_req_userdata(req); }
 
 static struct gw_lun *lun_by_ino(struct gw *g, fuse_ino_t ino)
 {
-	if (ino < 2 || ino - 2 >= g->nluns)
+	if (ino < 2 || ino - 2 >= gw_nluns(g))
 		return NULL;
 	return &g->luns[ino - 2];
 }
+
+/* A LUN the target no longer reports (rescan.c): its name is gone, its open files get ENODEV. */
+static bool lun_gone(const struct gw_lun *l) { return __atomic_load_n(&l->gone, __ATOMIC_ACQUIRE); }
 
 static void fill_attr(struct gw *g, fuse_ino_t ino, struct stat *st)
 {
@@ -42,9 +45,9 @@ static void fill_attr(struct gw *g, fuse_ino_t ino, struct stat *st)
 	struct gw_lun *l = lun_by_ino(g, ino);
 	st->st_mode = S_IFREG | ((l->ro ? 0444 : 0666) & ~g->umask);
 	st->st_nlink = 1;
-	st->st_size = (off_t)l->dev.size;
+	st->st_size = (off_t)blk_dev_size(&l->dev);
 	st->st_blksize = l->dev.bs > 4096 ? l->dev.bs : 4096;
-	st->st_blocks = (blkcnt_t)(l->dev.size / 512);
+	st->st_blocks = (blkcnt_t)(st->st_size / 512);
 }
 
 static void gw_init(void *userdata, struct fuse_conn_info *conn)
@@ -76,8 +79,8 @@ static void gw_lookup(fuse_req_t req, fuse_ino_t parent, const char *name)
 		fuse_reply_err(req, ENOTDIR);
 		return;
 	}
-	for (size_t i = 0; i < g->nluns; i++) {
-		if (strcmp(g->luns[i].name, name) == 0) {
+	for (size_t i = 0, n = gw_nluns(g); i < n; i++) {
+		if (!lun_gone(&g->luns[i]) && strcmp(g->luns[i].name, name) == 0) {
 			struct fuse_entry_param e = {.ino = g->luns[i].ino, .attr_timeout = ATTR_TIMEOUT,
 						     .entry_timeout = ATTR_TIMEOUT};
 			fill_attr(g, e.ino, &e.attr);
@@ -97,7 +100,7 @@ static void gw_getattr(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi
 		fuse_reply_attr(req, &st, ATTR_TIMEOUT);
 		return;
 	}
-	if (ino != ROOT_INO && !lun_by_ino(g, ino)) {
+	if (ino != ROOT_INO && !lun_by_ino(g, ino)) { /* a gone LUN keeps its attributes for open files */
 		fuse_reply_err(req, ENOENT);
 		return;
 	}
@@ -136,7 +139,7 @@ static void gw_setattr(fuse_req_t req, fuse_ino_t ino, struct stat *attr, int to
 			fuse_reply_err(req, EROFS);
 			return;
 		}
-		if (attr->st_size < 0 || (uint64_t)attr->st_size > l->dev.size) {
+		if (attr->st_size < 0 || (uint64_t)attr->st_size > blk_dev_size(&l->dev)) {
 			fuse_reply_err(req, EFBIG);
 			return;
 		}
@@ -161,7 +164,7 @@ static void gw_readdir(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off, s
 	}
 	if (size > sizeof(buf))
 		size = sizeof(buf);
-	for (off_t i = off; i < (off_t)g->nluns + 4; i++) { /* ., .., the LUNs, .stats, by-id */
+	for (off_t i = off; i < (off_t)gw_nluns(g) + 4; i++) { /* ., .., the LUNs, .stats, by-id */
 		struct stat st = {0};
 		const char *name;
 		if (i == 0) {
@@ -172,15 +175,17 @@ static void gw_readdir(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off, s
 			name = "..";
 			st.st_ino = ROOT_INO;
 			st.st_mode = S_IFDIR;
-		} else if (i == (off_t)g->nluns + 2) {
+		} else if (i == (off_t)gw_nluns(g) + 2) {
 			name = GW_STATS_NAME;
 			st.st_ino = GW_STATS_INO;
 			st.st_mode = S_IFREG;
-		} else if (i == (off_t)g->nluns + 3) {
+		} else if (i == (off_t)gw_nluns(g) + 3) {
 			name = GW_BYID_NAME;
 			st.st_ino = GW_BYID_INO;
 			st.st_mode = S_IFDIR;
 		} else {
+			if (lun_gone(&g->luns[i - 2]))
+				continue;
 			name = g->luns[i - 2].name;
 			st.st_ino = g->luns[i - 2].ino;
 			st.st_mode = S_IFREG;
@@ -201,7 +206,7 @@ static void gw_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 		gw_stats_open(req, fi);
 		return;
 	}
-	if (!l) {
+	if (!l || lun_gone(l)) {
 		fuse_reply_err(req, ino == ROOT_INO || ino == GW_BYID_INO ? EISDIR : ENOENT);
 		return;
 	}
@@ -262,16 +267,21 @@ static void gw_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off, stru
 		fuse_reply_err(req, EBADF);
 		return;
 	}
+	if (lun_gone(l)) {
+		fuse_reply_err(req, ENODEV);
+		return;
+	}
 	if (off < 0 || direct_misaligned(l, fi, off, size)) {
 		fuse_reply_err(req, EINVAL);
 		return;
 	}
-	if ((uint64_t)off >= l->dev.size || size == 0) {
+	uint64_t dev_size = blk_dev_size(&l->dev);
+	if ((uint64_t)off >= dev_size || size == 0) {
 		fuse_reply_buf(req, NULL, 0); /* end of device */
 		return;
 	}
-	if (size > l->dev.size - (uint64_t)off)
-		size = l->dev.size - (uint64_t)off;
+	if (size > dev_size - (uint64_t)off)
+		size = dev_size - (uint64_t)off;
 	if (size > g->max_io)
 		size = g->max_io;
 	int rc = blk_read(&l->dev, (uint64_t)off, size, read_done, req);
@@ -300,6 +310,10 @@ static void gw_write_buf(fuse_req_t req, fuse_ino_t ino, struct fuse_bufvec *buf
 		fuse_reply_err(req, EBADF);
 		return;
 	}
+	if (lun_gone(l)) {
+		fuse_reply_err(req, ENODEV);
+		return;
+	}
 	if (l->ro) {
 		fuse_reply_err(req, EROFS);
 		return;
@@ -308,7 +322,8 @@ static void gw_write_buf(fuse_req_t req, fuse_ino_t ino, struct fuse_bufvec *buf
 		fuse_reply_err(req, EINVAL);
 		return;
 	}
-	if ((uint64_t)off >= l->dev.size) {
+	uint64_t dev_size = blk_dev_size(&l->dev);
+	if ((uint64_t)off >= dev_size) {
 		fuse_reply_err(req, len ? EFBIG : 0);
 		return;
 	}
@@ -317,8 +332,8 @@ static void gw_write_buf(fuse_req_t req, fuse_ino_t ino, struct fuse_bufvec *buf
 		return;
 	}
 	/* A write crossing the end is short, as on a block device. */
-	if (len > l->dev.size - (uint64_t)off)
-		len = l->dev.size - (uint64_t)off;
+	if (len > dev_size - (uint64_t)off)
+		len = dev_size - (uint64_t)off;
 	if (len > g->max_io)
 		len = g->max_io;
 	struct blk_req *r = blk_write_prepare(&l->dev, (uint64_t)off, len, &payload);
@@ -349,6 +364,10 @@ static void do_sync(fuse_req_t req, fuse_ino_t ino)
 	struct gw_lun *l = lun_by_ino(gw_of(req), ino);
 	if (!l) {
 		fuse_reply_err(req, ino == ROOT_INO || ino == GW_STATS_INO ? 0 : EBADF);
+		return;
+	}
+	if (lun_gone(l)) { /* nothing can reach it; only unflushed writes are worth an error */
+		fuse_reply_err(req, atomic_load(&l->dev.dirty) ? ENODEV : 0);
 		return;
 	}
 	int rc = blk_sync(&l->dev, sync_done, req);
@@ -385,9 +404,11 @@ static void gw_statfs(fuse_req_t req, fuse_ino_t ino)
 	struct statvfs sv = {0};
 	(void)ino;
 	sv.f_bsize = sv.f_frsize = 4096;
-	for (size_t i = 0; i < g->nluns; i++)
-		sv.f_blocks += g->luns[i].dev.size / 4096;
-	sv.f_files = g->nluns + 1;
+	size_t n = gw_nluns(g);
+	for (size_t i = 0; i < n; i++)
+		if (!lun_gone(&g->luns[i]))
+			sv.f_blocks += blk_dev_size(&g->luns[i].dev) / 4096;
+	sv.f_files = n + 1;
 	sv.f_namemax = 255;
 	fuse_reply_statfs(req, &sv);
 }
@@ -420,6 +441,10 @@ static void gw_fallocate(fuse_req_t req, fuse_ino_t ino, int mode, off_t off, of
 		fuse_reply_err(req, ino == ROOT_INO ? EISDIR : EBADF);
 		return;
 	}
+	if (lun_gone(l)) {
+		fuse_reply_err(req, ENODEV);
+		return;
+	}
 	bool punch = mode & FALLOC_FL_PUNCH_HOLE, zero = mode & FALLOC_FL_ZERO_RANGE;
 	if ((mode & ~known) || (punch && zero) || (punch && !(mode & FALLOC_FL_KEEP_SIZE))) {
 		fuse_reply_err(req, EOPNOTSUPP);
@@ -434,7 +459,7 @@ static void gw_fallocate(fuse_req_t req, fuse_ino_t ino, int mode, off_t off, of
 		return;
 	}
 	uint64_t start = (uint64_t)off, end = start + (uint64_t)len;
-	if (end > l->dev.size && !(mode & FALLOC_FL_KEEP_SIZE)) {
+	if (end > blk_dev_size(&l->dev) && !(mode & FALLOC_FL_KEEP_SIZE)) {
 		fuse_reply_err(req, EFBIG); /* the file would have to grow */
 		return;
 	}
@@ -442,12 +467,12 @@ static void gw_fallocate(fuse_req_t req, fuse_ino_t ino, int mode, off_t off, of
 		fuse_reply_err(req, 0); /* the blocks already exist */
 		return;
 	}
-	if (start >= l->dev.size) {
+	if (start >= blk_dev_size(&l->dev)) {
 		fuse_reply_err(req, 0); /* nothing of the LUN in the range */
 		return;
 	}
-	if (end > l->dev.size)
-		end = l->dev.size;
+	if (end > blk_dev_size(&l->dev))
+		end = blk_dev_size(&l->dev);
 	struct discard_caps caps;
 	discard_caps_from_info(&caps, &l->info);
 	int rc = blk_discard(&l->dev, &caps, start, end - start, punch, discard_done, req);
@@ -477,11 +502,15 @@ static void gw_lseek(fuse_req_t req, fuse_ino_t ino, off_t off, int whence, stru
 		fuse_reply_err(req, ino == ROOT_INO ? EISDIR : EBADF);
 		return;
 	}
+	if (lun_gone(l)) {
+		fuse_reply_err(req, ENODEV);
+		return;
+	}
 	if (whence != SEEK_DATA && whence != SEEK_HOLE) {
 		fuse_reply_err(req, EINVAL);
 		return;
 	}
-	if (off < 0 || (uint64_t)off >= l->dev.size) {
+	if (off < 0 || (uint64_t)off >= blk_dev_size(&l->dev)) {
 		fuse_reply_err(req, ENXIO);
 		return;
 	}

@@ -2,7 +2,8 @@
 /*
  * The FUSE gateway: one directory of LUN files backed by one iSCSI session.
  * State is set up before the FUSE loop starts and read-only afterwards,
- * except what blk_dev guards itself.
+ * except what blk_dev guards itself and the LUN table, which the rescan
+ * thread extends and marks (rescan.c; atomics, see docs/design.md).
  */
 #ifndef ISERFUSE_GATEWAY_H
 #define ISERFUSE_GATEWAY_H
@@ -25,6 +26,7 @@ struct gw_lun {
 	bool ro;                /* -o ro or write protected */
 	struct iscsi_lun_info info;
 	struct blk_dev dev;
+	bool gone;              /* no longer reported by the target (rescan.c); __atomic access */
 };
 
 struct gw {
@@ -41,7 +43,49 @@ struct gw {
 	const char *transport;  /* "tcp", "iser": for .stats */
 	struct gw_link *links;  /* by-id/ symlinks (byid.c), nlinks of them */
 	size_t nlinks;
+	/* target events (rescan.c): slots luns[0..GW_MAX_LUNS) exist, nluns are in use */
+	struct fuse_session *se;      /* for kernel cache invalidation */
+	struct blk_retry *retry;      /* delayed SCSI retries, UNIT ATTENTION hook */
+	uint32_t retry_budget_ms;     /* how long transient SCSI failures are retried */
+	int url_lun;                  /* -1: every LUN of REPORT LUNS; else the URL's one LUN */
+	struct gw_rescan *rescan;
 };
+
+/* ---- target events: rescans, capacity and LUN changes (rescan.c) ---- */
+
+struct gw_rescan_stats {
+	uint64_t rescans;           /* rounds run (periodic or prompted) */
+	uint64_t prompted;          /* of those, prompted by a UNIT ATTENTION */
+	uint64_t capacity_changes;  /* a LUN's size changed */
+	uint64_t luns_added, luns_removed;
+};
+
+/* The number of LUN slots in use (slots are never freed; a removed LUN's slot has gone set). */
+size_t gw_nluns(const struct gw *g);
+
+/*
+ * Make info's LUN a file: a new slot (ino 2 + slot), or the gone slot of
+ * the same LUN number and block size again.  Called by open_luns before the
+ * mount and by the rescan thread.  Returns the slot or NULL (table full,
+ * blk_dev_init failure).
+ */
+struct gw_lun *gw_lun_add(struct gw *g, const struct iscsi_lun_info *info);
+
+/*
+ * Start the rescan thread: every interval_s seconds (0 = only when
+ * prompted), and whenever a UNIT ATTENTION says so (CAPACITY DATA HAS
+ * CHANGED, REPORTED LUNS DATA HAS CHANGED, power on / reset, ...), READ
+ * CAPACITY of each LUN and, without a LUN in the URL, REPORT LUNS; sizes
+ * follow, LUN files appear and disappear, the kernel's caches are told
+ * (fuse_lowlevel_notify_inval_inode/_entry).  Also installs the UNIT
+ * ATTENTION hook on g->retry.  Returns 0 or a negative errno.
+ */
+int gw_rescan_start(struct gw *g, unsigned interval_s);
+/* Stop and join the rescan thread (waits for a round in progress).  No-op if not started. */
+void gw_rescan_stop(struct gw *g);
+/* Counters so far (zeros if not started). */
+void gw_rescan_get_stats(struct gw *g, struct gw_rescan_stats *out);
+
 
 /*
  * Inodes: 1 the root, 2.. the LUN files, then the files that are not LUNs

@@ -6,11 +6,14 @@
  * parse options and URL (fuse_opt, fuse_session_new validates the FUSE
  * options), fork unless -f (the parent waits for the child's "mounted"),
  * connect and log in, probe the LUNs, create the pool, mount, report
- * success, detach, serve.  On unmount or SIGTERM/SIGINT: leave the loop,
- * SYNCHRONIZE CACHE every LUN written, Logout, exit 0.
+ * success, detach, serve.  On unmount or SIGTERM/SIGINT/SIGHUP: leave the
+ * loop, stop the rescans, unmount, drain, SYNCHRONIZE CACHE every LUN
+ * written, Logout, exit 0 (1 if a SYNCHRONIZE CACHE failed; a second stop
+ * signal exits 2 at once).
  */
 #include <errno.h>
 #include <fcntl.h>
+#include <pthread.h>
 #include <signal.h>
 #include <stddef.h>
 #include <stdio.h>
@@ -54,6 +57,8 @@ struct options {
 	int list;            /* --list: discovery, no mount */
 	int has_umask;
 	unsigned umask;      /* -o umask=NNN (octal) */
+	/* target events and stopping (rescan.c) */
+	int rescan_interval; /* -o rescan_interval=S; -1 = not given (5) */
 };
 
 enum { KEY_RO, KEY_HELP, KEY_VERSION, KEY_LIST, KEY_UMASK, KEY_IGNORE, KEY_STR };
@@ -90,6 +95,7 @@ static const struct fuse_opt option_spec[] = {
 	OPT("noop_interval=%d", noop_interval),
 	OPT("noop_timeout=%d", noop_timeout),
 	OPT("replacement_timeout=%d", replacement_timeout),
+	OPT("rescan_interval=%d", rescan_interval),
 	FUSE_OPT_KEY("ro", KEY_RO),
 	/* mount(8) and fstab words that mean nothing to a FUSE daemon (mount.fuse3 drops most of them too) */
 	FUSE_OPT_KEY("_netdev", KEY_IGNORE),
@@ -136,6 +142,8 @@ static void usage(FILE *f)
 		"                           password, mutual_username, mutual_password (mode 0600 or stricter)\n"
 		"    -o replacement_timeout=S  after a connection loss, I/O still pending S seconds later fails\n"
 		"                           with EIO, and new I/O too until the target is back (default 120)\n"
+		"    -o rescan_interval=S   READ CAPACITY and REPORT LUNS every S seconds: sizes follow the\n"
+		"                           target, LUN files come and go (default 5, 0 = only on UNIT ATTENTION)\n"
 		"                           CHAP credentials come from the URL (user%%password@, ?target_user=,\n"
 		"                           ?target_password= for mutual CHAP), then secret_file, then\n"
 		"                           ISERFUSE_CHAP_USERNAME, ISERFUSE_CHAP_PASSWORD,\n"
@@ -418,22 +426,19 @@ static int open_luns(struct gw *g, const struct iscsi_url *url, char *err, size_
 		rc = -ENODEV;
 		goto out;
 	}
-	g->luns = calloc(ndisk, sizeof(*g->luns));
+	/* Every slot up front: the rescan thread adds LUNs while workers read the table. */
+	g->luns = calloc(GW_MAX_LUNS, sizeof(*g->luns));
 	if (!g->luns) {
 		rc = -ENOMEM;
 		goto out;
 	}
 	for (size_t i = 0; i < ndisk; i++) {
-		struct gw_lun *l = &g->luns[i];
-		l->info = infos[i];
-		snprintf(l->name, sizeof(l->name), "lun%u", infos[i].lun);
-		l->ino = 2 + i;
-		l->ro = g->ro || infos[i].wp;
-		if ((rc = blk_dev_init(&l->dev, g->s, g->pool, &infos[i], g->max_io))) {
+		struct gw_lun *l = gw_lun_add(g, &infos[i]);
+		if (!l) {
+			rc = -ENOMEM;
 			snprintf(err, err_cap, "LUN %u: %s", infos[i].lun, strerror(-rc));
 			goto out;
 		}
-		g->nluns++;
 		log_info("%s: %s %s, %llu blocks of %u bytes%s", l->name, infos[i].inq.vendor, infos[i].inq.product,
 			 (unsigned long long)infos[i].cap.nblocks, infos[i].cap.block_size,
 			 infos[i].wp ? ", write protected" : "");
@@ -457,12 +462,14 @@ static void sync_all_done(void *arg, int err, const void *data, size_t len)
 /*
  * SYNCHRONIZE CACHE on every LUN written.  res[] (one int per LUN) must
  * outlive the session: a command that times out here still completes
- * later, when the session closes.
+ * later, when the session closes.  Returns the number of LUNs whose
+ * SYNCHRONIZE CACHE failed or went unanswered.
  */
-static void sync_all(struct gw *g, int *res)
+static int sync_all(struct gw *g, int *res)
 {
+	int failed = 0;
 	for (size_t i = 0; i < g->nluns; i++) {
-		if (g->luns[i].ro || blk_sync(&g->luns[i].dev, sync_all_done, &res[i]))
+		if (g->luns[i].ro || g->luns[i].gone || blk_sync(&g->luns[i].dev, sync_all_done, &res[i]))
 			continue;
 		for (int waited = 0; !__atomic_load_n(&res[i], __ATOMIC_SEQ_CST) && waited < 30000; waited += 10)
 			usleep(10000);
@@ -471,7 +478,58 @@ static void sync_all(struct gw *g, int *res)
 			log_err("%s: SYNCHRONIZE CACHE failed: %s", g->luns[i].name, strerror(-r));
 		else if (r == 0)
 			log_err("%s: no answer to SYNCHRONIZE CACHE within 30 s", g->luns[i].name);
+		failed += r <= 0;
 	}
+	return failed;
+}
+
+/* ---- stopping ---- */
+
+/*
+ * SIGTERM, SIGINT and SIGHUP stop the daemon.  The first ends the FUSE
+ * loop (as libfuse's own handler would); the daemon then waits for the
+ * requests being served, drains and flushes, which a stuck target can make
+ * long: a second signal, at any point after the first, ends it at once
+ * with exit status 2 (writes the target acknowledged may still be only in
+ * its cache).  Only the main thread takes these signals: the threads we
+ * start block them (block_stop_signals around their creation).
+ */
+static struct fuse_session *stop_session;
+static volatile sig_atomic_t stop_signals;
+
+static void stop_signal(int sig)
+{
+	static const char msg[] = "iserfuse: stopped by a second signal before the I/O was drained\n";
+	(void)sig;
+	if (stop_signals++ == 0) {
+		if (stop_session)
+			fuse_session_exit(stop_session);
+		return;
+	}
+	if (write(2, msg, sizeof(msg) - 1) < 0)
+		_exit(2);
+	_exit(2);
+}
+
+static void install_stop_signals(struct fuse_session *se)
+{
+	struct sigaction sa = {.sa_handler = stop_signal};
+	sigemptyset(&sa.sa_mask);
+	stop_session = se;
+	sigaction(SIGTERM, &sa, NULL);
+	sigaction(SIGINT, &sa, NULL);
+	sigaction(SIGHUP, &sa, NULL);
+}
+
+/* Block the stop signals in the calling thread; *old gets the mask to restore with pthread_sigmask(SIG_SETMASK). */
+static void block_stop_signals(sigset_t *old)
+{
+	sigset_t set;
+	sigemptyset(&set);
+	sigaddset(&set, SIGTERM);
+	sigaddset(&set, SIGINT);
+	sigaddset(&set, SIGHUP);
+	pthread_sigmask(SIG_BLOCK, &set, old);
 }
 
 /* ---- daemon start-up ---- */
@@ -544,7 +602,8 @@ static int daemon_fork(int *ready_fd)
 int main(int argc, char **argv)
 {
 	struct fuse_args args = FUSE_ARGS_INIT(argc, argv);
-	struct options o = {.cmd_timeout = -1, .noop_interval = -1, .noop_timeout = -1, .replacement_timeout = -1};
+	struct options o = {.cmd_timeout = -1, .noop_interval = -1, .noop_timeout = -1, .replacement_timeout = -1,
+			     .rescan_interval = -1};
 	struct fuse_cmdline_opts cmd = {0};
 	struct iscsi_url url = {0};
 	struct gw_creds creds = {0};
@@ -616,6 +675,10 @@ int main(int argc, char **argv)
 
 	unsigned qd = o.queue_depth ? o.queue_depth : DEFAULT_QUEUE_DEPTH;
 	size_t max_io = (size_t)(o.max_io_kib ? o.max_io_kib : DEFAULT_MAX_IO / 1024) * 1024;
+	if (o.rescan_interval < -1 || o.rescan_interval > 86400) {
+		fprintf(stderr, "iserfuse: rescan_interval must be 0..86400 s\n");
+		goto out;
+	}
 	if (o.cmd_timeout > 86400 || o.noop_interval > 3600 || o.noop_timeout > 3600 || o.noop_timeout == 0) {
 		fprintf(stderr, "iserfuse: cmd_timeout must be 0..86400 s, noop_interval 0..3600 s, noop_timeout 1..3600 s\n");
 		goto out;
@@ -643,6 +706,8 @@ int main(int argc, char **argv)
 	se = fuse_session_new(&args, &gw_ops, sizeof(gw_ops), &g);
 	if (!se)
 		goto out;
+	g.se = se;
+	g.url_lun = url.lun;
 
 	if (!cmd.foreground && daemon_fork(&ready_fd))
 		goto out;
@@ -672,7 +737,10 @@ int main(int argc, char **argv)
 		goto out;
 
 	gw_creds_to_session(&creds, &sc);
+	sigset_t oldmask;
+	block_stop_signals(&oldmask); /* the event thread inherits the mask: only main takes them */
 	int src = iscsi_session_open(&sc, &g.s, err, sizeof(err));
+	pthread_sigmask(SIG_SETMASK, &oldmask, NULL);
 	gw_creds_wipe_session(&sc);
 	if (src) {
 		fprintf(stderr, "iserfuse: %s\n", err);
@@ -687,6 +755,14 @@ int main(int argc, char **argv)
 			max_io + 4 * BLOCK_SIZE_MAX, strerror(-prc));
 		goto out_session;
 	}
+	g.retry_budget_ms = (uint32_t)(o.cmd_timeout > 0 ? o.cmd_timeout : 30) * 1000u;
+	block_stop_signals(&oldmask);
+	int qrc = blk_retry_create(&g.retry);
+	pthread_sigmask(SIG_SETMASK, &oldmask, NULL);
+	if (qrc) {
+		fprintf(stderr, "iserfuse: cannot start the retry thread: %s\n", strerror(-qrc));
+		goto out_session;
+	}
 	if (open_luns(&g, &url, err, sizeof(err))) {
 		fprintf(stderr, "iserfuse: %s\n", err);
 		goto out_session;
@@ -696,7 +772,8 @@ int main(int argc, char **argv)
 		fprintf(stderr, "iserfuse: out of memory\n");
 		goto out_session;
 	}
-	if (fuse_set_signal_handlers(se) || fuse_session_mount(se, cmd.mountpoint)) {
+	install_stop_signals(se);
+	if (fuse_session_mount(se, cmd.mountpoint)) {
 		fprintf(stderr, "iserfuse: cannot mount on %s\n", cmd.mountpoint);
 		goto out_session;
 	}
@@ -712,6 +789,13 @@ int main(int argc, char **argv)
 		detach_stdio();
 	}
 
+	unsigned rescan_s = o.rescan_interval < 0 ? 5u : (unsigned)o.rescan_interval;
+	block_stop_signals(&oldmask);
+	int rsrc = gw_rescan_start(&g, rescan_s);
+	pthread_sigmask(SIG_SETMASK, &oldmask, NULL);
+	if (rsrc)
+		log_warn("cannot start the rescan thread (%s): sizes and LUNs stay as mounted", strerror(-rsrc));
+
 	int lrc;
 	if (cmd.singlethread) {
 		lrc = fuse_session_loop(se);
@@ -725,12 +809,27 @@ int main(int argc, char **argv)
 		fuse_loop_cfg_destroy(lc);
 	}
 	sd_notify(0, "STOPPING=1");
-	fuse_session_unmount(se);
-	fuse_remove_signal_handlers(se);
-	sync_res = calloc(g.nluns, sizeof(*sync_res));
+	stop_signals = stop_signals ? stop_signals : 1; /* from now on the next stop signal ends the daemon */
+	gw_rescan_stop(&g);
+	/*
+	 * Drain while still mounted, so that the requests in flight get their
+	 * replies instead of being aborted by the unmount; new ones wait.
+	 */
+	if (blk_retry_drain(g.retry, (int)g.retry_budget_ms + 5000)) /* commands waiting to be retried */
+		log_err("retries still pending at shutdown");
 	iscsi_session_drain(g.s, 30000); /* replies still in flight after the last FUSE request */
+	fuse_session_unmount(se);
+	sync_res = calloc(g.nluns, sizeof(*sync_res));
+	int unsynced = 0;
 	if (sync_res)
-		sync_all(&g, sync_res);
+		unsynced = sync_all(&g, sync_res);
+	struct blk_retry_stats rs;
+	blk_retry_get_stats(g.retry, &rs);
+	log_info("SCSI retries: %llu (%llu after a delay), %llu given up; %llu UNIT ATTENTIONs "
+		 "(%llu capacity changed, %llu LUNs changed)",
+		 (unsigned long long)rs.retried, (unsigned long long)rs.delayed, (unsigned long long)rs.exhausted,
+		 (unsigned long long)rs.unit_attentions, (unsigned long long)rs.ua_capacity,
+		 (unsigned long long)rs.ua_luns);
 	struct iscsi_session_stats ss;
 	iscsi_session_get_stats(g.s, &ss);
 	log_info("%llu commands, %llu bytes read, %llu bytes written, peak %u commands outstanding, "
@@ -738,8 +837,9 @@ int main(int argc, char **argv)
 		 (unsigned long long)ss.commands, (unsigned long long)ss.bytes_read,
 		 (unsigned long long)ss.bytes_written, ss.max_outstanding, buf_pool_max_in_use(g.pool),
 		 buf_pool_nslices(g.pool));
-	rc = lrc < 0 ? 1 : 0;
+	rc = lrc < 0 || unsynced ? 1 : 0;
 out_session:
+	blk_retry_destroy(g.retry); /* nothing parked now; before the session goes */
 	iscsi_session_close(g.s, 10000);
 	free(sync_res);
 	for (size_t i = 0; i < g.nluns; i++)

@@ -58,7 +58,7 @@ static void take_snapshot(struct gw *g, struct snap *n)
 	iscsi_session_get_latency(g->s, lat);
 	n->mr_registrations = buf_pool_registrations(g->pool);
 	n->payload_bytes_copied = ss.payload_bytes_copied;
-	for (size_t i = 0; i < g->nluns; i++)
+	for (size_t i = 0, nl = gw_nluns(g); i < nl; i++)
 		n->rmw_bytes_copied += atomic_load_explicit(&g->luns[i].dev.rmw_bytes_copied, memory_order_relaxed);
 	n->commands = ss.commands;
 	n->bytes_read = ss.bytes_read;
@@ -73,7 +73,7 @@ static void take_snapshot(struct gw *g, struct snap *n)
 	n->latency_p90_us = lat_hist_percentile(lat, 90);
 	n->latency_p99_us = lat_hist_percentile(lat, 99);
 	n->reconnects = ss.reconnects;
-	n->luns = g->nluns;
+	n->luns = gw_nluns(g);
 }
 
 int gw_stats_render(struct gw *g, char **out, size_t *len)

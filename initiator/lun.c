@@ -3,22 +3,47 @@
 
 #include <errno.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "log.h"
 
+static uint64_t now_ms(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000u + (uint64_t)ts.tv_nsec / 1000000u;
+}
+
 int iscsi_exec_retry(struct iscsi_session *s, struct iscsi_cmd *cmd, struct iscsi_cmd_result *res)
 {
-	for (int attempt = 0;; attempt++) {
+	return iscsi_exec_retry_ua(s, cmd, res, NULL, NULL);
+}
+
+int iscsi_exec_retry_ua(struct iscsi_session *s, struct iscsi_cmd *cmd, struct iscsi_cmd_result *res,
+			void (*on_ua)(void *arg, const struct scsi_sense *sense), void *arg)
+{
+	uint64_t t0 = 0;
+	for (unsigned attempt = 0;; attempt++) {
 		int rc = iscsi_session_exec(s, cmd, res);
 		if (rc)
 			return rc;
 		rc = iscsi_cmd_result_errno(res);
-		if (rc == 0)
-			return 0;
-		if (res->err || attempt == 8 || !scsi_status_retryable(res->status, res->has_sense ? &res->sense : NULL))
+		if (rc == 0 || res->err)
 			return rc;
-		usleep(attempt ? 100000u : 0u);
+		const struct scsi_sense *sense = res->has_sense ? &res->sense : NULL;
+		if (on_ua && sense && sense->key == SCSI_SK_UNIT_ATTENTION)
+			on_ua(arg, sense);
+		enum scsi_retry c = scsi_status_retry(res->status, sense);
+		if (c == SCSI_RETRY_NO)
+			return rc;
+		if (attempt == 0)
+			t0 = now_ms();
+		int delay = scsi_retry_delay_ms(c, attempt, now_ms() - t0, ISCSI_RETRY_BUDGET_MS);
+		if (delay < 0)
+			return rc;
+		if (delay)
+			usleep((useconds_t)delay * 1000u);
 	}
 }
 

@@ -48,11 +48,25 @@ int iscsi_report_luns(struct iscsi_session *s, void *buf, size_t buflen, uint16_
  */
 int iscsi_lun_probe(struct iscsi_session *s, uint16_t lun, void *buf, size_t buflen, struct iscsi_lun_info *out);
 
+/* How long a synchronous command keeps retrying BUSY, TASK SET FULL and becoming ready, ms. */
+#define ISCSI_RETRY_BUDGET_MS 30000u
+
 /*
- * Execute cmd synchronously, retrying retryable failures (UNIT ATTENTION,
- * BUSY, TASK SET FULL, becoming ready) up to 8 times with a short back-off.
- * Returns 0 on GOOD with *res filled, else a negative errno.
+ * Execute cmd synchronously, retrying transient failures as
+ * scsi_status_retry() classes them: UNIT ATTENTION and ABORTED COMMAND at
+ * once (up to 8 times), BUSY and TASK SET FULL with a doubling back-off,
+ * NOT READY / becoming ready every 250 ms, both within
+ * ISCSI_RETRY_BUDGET_MS (scsi_retry_delay_ms).  Blocks the caller; never
+ * call it on the event thread.  Returns 0 on GOOD with *res filled, else a
+ * negative errno (*res holds the last status and sense).
  */
 int iscsi_exec_retry(struct iscsi_session *s, struct iscsi_cmd *cmd, struct iscsi_cmd_result *res);
+
+/*
+ * iscsi_exec_retry that also shows each UNIT ATTENTION it consumes to
+ * on_ua(arg, sense) (may be NULL), on the caller's thread, before the retry.
+ */
+int iscsi_exec_retry_ua(struct iscsi_session *s, struct iscsi_cmd *cmd, struct iscsi_cmd_result *res,
+			void (*on_ua)(void *arg, const struct scsi_sense *sense), void *arg);
 
 #endif

@@ -253,7 +253,46 @@ int scsi_parse_sense(const uint8_t *sense, size_t len, struct scsi_sense *out);
  */
 int scsi_status_to_errno(uint8_t status, const struct scsi_sense *sense);
 
-/* True when the failure is worth retrying (UNIT ATTENTION, BUSY, TASK SET FULL, NOT READY becoming ready). */
+/* True when the failure is worth retrying: scsi_status_retry() != SCSI_RETRY_NO. */
 bool scsi_status_retryable(uint8_t status, const struct scsi_sense *sense);
+
+/*
+ * How a failed command may be retried (SAM-5 §5.3, SPC-4 §4.5.2, §5.14):
+ *   SCSI_RETRY_NO       not transient: report the errno.
+ *   SCSI_RETRY_NOW      reissue at once (UNIT ATTENTION: the condition is
+ *                       consumed by the report; ABORTED COMMAND).
+ *   SCSI_RETRY_BACKOFF  reissue after a growing delay (BUSY, TASK SET FULL).
+ *   SCSI_RETRY_WAIT     reissue at a steady pace until a time budget runs
+ *                       out (NOT READY, LOGICAL UNIT IS IN PROCESS OF
+ *                       BECOMING READY, 04h/01h).
+ */
+enum scsi_retry { SCSI_RETRY_NO = 0, SCSI_RETRY_NOW, SCSI_RETRY_BACKOFF, SCSI_RETRY_WAIT };
+
+/* The retry class of a status and its sense data (the table's retry column); sense may be NULL. */
+enum scsi_retry scsi_status_retry(uint8_t status, const struct scsi_sense *sense);
+
+/*
+ * Delay in milliseconds before retry number `attempt` (0 for the first) of
+ * class c, or -1 to give up.  elapsed_ms: time since the first failure;
+ * budget_ms: how long SCSI_RETRY_WAIT and SCSI_RETRY_BACKOFF may keep
+ * trying (the command timeout).  NOW: 0 up to 8 times.  BACKOFF: 10 ms
+ * doubling to 1 s, up to 16 times.  WAIT: 250 ms while within the budget.
+ */
+int scsi_retry_delay_ms(enum scsi_retry c, unsigned attempt, uint64_t elapsed_ms, uint64_t budget_ms);
+
+/*
+ * What a UNIT ATTENTION tells the initiator to look at again (SPC-4 Annex
+ * F ASC/ASCQ assignments); a bit mask, 0 for none or for other sense.
+ *   SCSI_UA_CAPACITY  CAPACITY DATA HAS CHANGED (2Ah/09h): READ CAPACITY.
+ *   SCSI_UA_LUNS      REPORTED LUNS DATA HAS CHANGED (3Fh/0Eh): REPORT LUNS.
+ *   SCSI_UA_PROBE     the LU's parameters may differ: power on, reset, bus
+ *                     device reset (29h/xx), not ready to ready / medium
+ *                     may have changed (28h/00h), mode parameters changed
+ *                     (2Ah/01h), inquiry data has changed (3Fh/03h),
+ *                     microcode changed (3Fh/01h): READ CAPACITY and
+ *                     MODE SENSE again.
+ */
+enum { SCSI_UA_CAPACITY = 1u << 0, SCSI_UA_LUNS = 1u << 1, SCSI_UA_PROBE = 1u << 2 };
+unsigned scsi_ua_event(const struct scsi_sense *sense);
 
 #endif

@@ -35,6 +35,14 @@ static void map(unsigned status, const struct scsi_sense *sense)
 		CHECK(retry);
 	if (status == SCSI_STATUS_CHECK_CONDITION && sense == NULL)
 		CHECK(e == -EIO && !retry);
+	/* the retry class agrees with the retry column; UNIT ATTENTION events only from a usable UA sense */
+	enum scsi_retry c = scsi_status_retry((uint8_t)status, sense);
+	CHECK((c != SCSI_RETRY_NO) == retry);
+	CHECK(scsi_retry_delay_ms(c, 0, 0, 30000) >= 0 || !retry);
+	unsigned ev = scsi_ua_event(sense);
+	CHECK((ev & ~(unsigned)(SCSI_UA_CAPACITY | SCSI_UA_LUNS | SCSI_UA_PROBE)) == 0);
+	if (ev)
+		CHECK(sense && sense->key == SCSI_SK_UNIT_ATTENTION);
 }
 
 /* Every SAM status code (obsolete ones included) and two that are none. */

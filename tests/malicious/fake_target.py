@@ -15,6 +15,10 @@ the operational keys), a normal LUN probe (REPORT LUNS, INQUIRY and VPD page
 a write after its immediate data is asked for with R2Ts), SYNCHRONIZE CACHE,
 NOP-Out and Logout.
 
+With --event NAME it plays a target event on the first READ instead (see
+EVENTS): transient statuses the initiator must retry, or a capacity that
+grows with a UNIT ATTENTION.
+
 With --misbehave NAME it breaks the protocol once: in the login for the
 login_* names, in READ CAPACITY for capacity_overflow, otherwise on the
 first READ or WRITE command (see TRIGGER).  After that it serves normally
@@ -104,6 +108,19 @@ STATE = {"port2": 0, "redirected": "", "dropped_after_redirect": False}
 GAPS = {}
 
 
+# --event NAME: what the target does from the first READ on (not protocol
+# violations: an initiator must ride them out).
+EVENTS = {
+    "busy": "BUSY for the first 5 READs",
+    "task_set_full": "TASK SET FULL for the first 5 READs",
+    "becoming_ready": "NOT READY, becoming ready (04h/01h) for 1.5 s",
+    "never_ready": "NOT READY, becoming ready (04h/01h) for every READ",
+    "ua_reset": "UNIT ATTENTION power on / reset (29h/00h) once",
+    "ua_capacity": "capacity doubles; UNIT ATTENTION CAPACITY DATA HAS CHANGED (2Ah/09h) once",
+}
+EVENT_STATE = {"reads": 0, "t0": None}
+
+
 def disk_pattern():
     return bytearray(random.Random(20261130).randbytes(BLOCK * NBLOCKS))
 
@@ -147,7 +164,8 @@ def lun_field(lun):
 
 
 class Conn:
-    def __init__(self, sock, disk, misbehave):
+    def __init__(self, sock, disk, misbehave, event=""):
+        self.event = event
         self.s = sock
         self.disk = disk
         self.mis = misbehave
@@ -474,7 +492,7 @@ class Conn:
             self.respond(itt)
         elif op == 0x9E and (cdb[1] & 0x1F) == 0x10:  # READ CAPACITY(16)
             body = bytearray(32)
-            last = NBLOCKS - 1
+            last = len(self.disk) // BLOCK - 1
             if self.mis == "capacity_overflow" and self.fire("probe"):
                 last = (1 << 56) - 1  # 2^56 blocks of 512 bytes: 2^65 bytes
             body[0:8] = last.to_bytes(8, "big")
@@ -482,7 +500,7 @@ class Conn:
             alloc = int.from_bytes(cdb[10:14], "big")
             self.send_read_data(itt, lun, edtl, bytes(body)[:alloc])
         elif op == 0x25:  # READ CAPACITY(10)
-            self.send_read_data(itt, lun, edtl, (NBLOCKS - 1).to_bytes(4, "big") + BLOCK.to_bytes(4, "big"))
+            self.send_read_data(itt, lun, edtl, (len(self.disk) // BLOCK - 1).to_bytes(4, "big") + BLOCK.to_bytes(4, "big"))
         elif op == 0x1A:  # MODE SENSE(6)
             self.send_read_data(itt, lun, edtl, bytes([3, 0, 0, 0])[:cdb[4]])
         elif op == 0x5A:  # MODE SENSE(10)
@@ -492,7 +510,9 @@ class Conn:
         elif op in (0x28, 0x88):
             lba, n = (int.from_bytes(cdb[2:6], "big"), int.from_bytes(cdb[7:9], "big")) if op == 0x28 else (
                 int.from_bytes(cdb[2:10], "big"), int.from_bytes(cdb[10:14], "big"))
-            if lba + n > NBLOCKS:
+            if self.event and self.event_read(itt):
+                return
+            if lba + n > len(self.disk) // BLOCK:
                 self.check(itt, 0x05, 0x21, 0x00)
                 return
             payload = bytes(self.disk[lba * BLOCK:(lba + n) * BLOCK])
@@ -507,7 +527,7 @@ class Conn:
         elif op in (0x2A, 0x8A):
             lba, n = (int.from_bytes(cdb[2:6], "big"), int.from_bytes(cdb[7:9], "big")) if op == 0x2A else (
                 int.from_bytes(cdb[2:10], "big"), int.from_bytes(cdb[10:14], "big"))
-            if lba + n > NBLOCKS:
+            if lba + n > len(self.disk) // BLOCK:
                 self.check(itt, 0x05, 0x21, 0x00)
                 return
             w = {"itt": itt, "lun": lun, "lba": lba, "edtl": edtl, "buf": bytearray(edtl), "got": 0,
@@ -521,6 +541,30 @@ class Conn:
             self.write_progress(w)
         else:
             self.check(itt, 0x05, 0x20, 0x00)
+
+    def event_read(self, itt):
+        """Play --event on a READ; True when it answered the command."""
+        st = EVENT_STATE
+        st["reads"] += 1
+        if st["t0"] is None:
+            st["t0"] = time.monotonic()
+        e = self.event
+        if e in ("busy", "task_set_full") and st["reads"] <= 5:
+            log("event %s: read %d" % (e, st["reads"]))
+            self.respond(itt, 0x08 if e == "busy" else 0x28)
+            return True
+        if (e == "becoming_ready" and time.monotonic() - st["t0"] < 1.5) or e == "never_ready":
+            self.check(itt, 0x02, 0x04, 0x01)
+            return True
+        if e == "ua_reset" and st["reads"] == 1:
+            self.check(itt, 0x06, 0x29, 0x00)
+            return True
+        if e == "ua_capacity" and st["reads"] == 1:
+            self.disk.extend(disk_pattern())  # twice the blocks; the new half repeats the pattern
+            log("event ua_capacity: now %d blocks" % (len(self.disk) // BLOCK))
+            self.check(itt, 0x06, 0x2A, 0x09)
+            return True
+        return False
 
     def send_r2t(self, w, off, length, ttt=None):
         self.send(self.r2t_pdu(w, off, length, ttt))
@@ -773,6 +817,7 @@ def main():
     ap.add_argument("--always", action="store_true", help="misbehave on every connection, not once")
     ap.add_argument("--dump", nargs=2, type=int, metavar=("OFFSET", "LENGTH"))
     ap.add_argument("--list", action="store_true")
+    ap.add_argument("--event", default="", choices=[""] + list(EVENTS))
     ap.add_argument("--trigger", metavar="NAME", help="print what triggers misbehaviour NAME")
     args = ap.parse_args()
     if args.list:
@@ -813,7 +858,7 @@ def main():
         sock, peer = ready[0].accept()
         log("connection on port %d" % sock.getsockname()[1])
         sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-        c = Conn(sock, disk, misbehave)
+        c = Conn(sock, disk, misbehave, args.event)
         try:
             c.login()
             log("logged in from %s:%d" % peer)

@@ -1449,3 +1449,73 @@ Test(errno_table, from_parsed_sense)
 	cr_assert_eq(scsi_status_to_errno(SCSI_STATUS_CHECK_CONDITION, &s), -ENOSPC);
 	cr_assert_not(scsi_status_retryable(SCSI_STATUS_CHECK_CONDITION, &s));
 }
+
+/* ---- retry classes, back-off and UNIT ATTENTION events ---- */
+
+Test(retry, classes)
+{
+	struct scsi_sense s = mk(SCSI_SK_UNIT_ATTENTION, 0x29, 0x00);
+	cr_assert_eq(scsi_status_retry(SCSI_STATUS_CHECK_CONDITION, &s), SCSI_RETRY_NOW);
+	s = mk(SCSI_SK_ABORTED_COMMAND, 0x47, 0x03);
+	cr_assert_eq(scsi_status_retry(SCSI_STATUS_CHECK_CONDITION, &s), SCSI_RETRY_NOW);
+	s = mk(SCSI_SK_NOT_READY, 0x04, 0x01);
+	cr_assert_eq(scsi_status_retry(SCSI_STATUS_CHECK_CONDITION, &s), SCSI_RETRY_WAIT);
+	s = mk(SCSI_SK_NOT_READY, 0x04, 0x0a);
+	cr_assert_eq(scsi_status_retry(SCSI_STATUS_CHECK_CONDITION, &s), SCSI_RETRY_WAIT);
+	cr_assert_eq(scsi_status_to_errno(SCSI_STATUS_CHECK_CONDITION, &s), -EAGAIN);
+	s = mk(SCSI_SK_NOT_READY, 0x04, 0x02); /* initializing command required: not transient */
+	cr_assert_eq(scsi_status_retry(SCSI_STATUS_CHECK_CONDITION, &s), SCSI_RETRY_NO);
+	cr_assert_eq(scsi_status_retry(SCSI_STATUS_BUSY, NULL), SCSI_RETRY_BACKOFF);
+	cr_assert_eq(scsi_status_retry(SCSI_STATUS_TASK_SET_FULL, NULL), SCSI_RETRY_BACKOFF);
+	cr_assert_eq(scsi_status_retry(SCSI_STATUS_GOOD, NULL), SCSI_RETRY_NO);
+	cr_assert_eq(scsi_status_retry(SCSI_STATUS_RESERVATION_CONFLICT, NULL), SCSI_RETRY_NO);
+}
+
+Test(retry, delays)
+{
+	/* NOW: 8 immediate retries, then give up */
+	for (unsigned a = 0; a < 8; a++)
+		cr_assert_eq(scsi_retry_delay_ms(SCSI_RETRY_NOW, a, 0, 30000), 0);
+	cr_assert_eq(scsi_retry_delay_ms(SCSI_RETRY_NOW, 8, 0, 30000), -1);
+	/* BACKOFF: 10, 20, 40, ... capped at 1000, 16 tries, within the budget */
+	cr_assert_eq(scsi_retry_delay_ms(SCSI_RETRY_BACKOFF, 0, 0, 30000), 10);
+	cr_assert_eq(scsi_retry_delay_ms(SCSI_RETRY_BACKOFF, 1, 10, 30000), 20);
+	cr_assert_eq(scsi_retry_delay_ms(SCSI_RETRY_BACKOFF, 6, 630, 30000), 640);
+	cr_assert_eq(scsi_retry_delay_ms(SCSI_RETRY_BACKOFF, 7, 1270, 30000), 1000);
+	cr_assert_eq(scsi_retry_delay_ms(SCSI_RETRY_BACKOFF, 15, 9270, 30000), 1000);
+	cr_assert_eq(scsi_retry_delay_ms(SCSI_RETRY_BACKOFF, 16, 10270, 30000), -1);
+	cr_assert_eq(scsi_retry_delay_ms(SCSI_RETRY_BACKOFF, 3, 995, 1000), -1);
+	/* WAIT: every 250 ms while within the budget */
+	cr_assert_eq(scsi_retry_delay_ms(SCSI_RETRY_WAIT, 0, 0, 30000), 250);
+	cr_assert_eq(scsi_retry_delay_ms(SCSI_RETRY_WAIT, 100, 29750, 30000), 250);
+	cr_assert_eq(scsi_retry_delay_ms(SCSI_RETRY_WAIT, 100, 29751, 30000), -1);
+	cr_assert_eq(scsi_retry_delay_ms(SCSI_RETRY_NO, 0, 0, 30000), -1);
+}
+
+Test(retry, unit_attention_events)
+{
+	struct scsi_sense s = mk(SCSI_SK_UNIT_ATTENTION, 0x2a, 0x09);
+	cr_assert_eq(scsi_ua_event(&s), SCSI_UA_CAPACITY);
+	s = mk(SCSI_SK_UNIT_ATTENTION, 0x3f, 0x0e);
+	cr_assert_eq(scsi_ua_event(&s), SCSI_UA_LUNS);
+	s = mk(SCSI_SK_UNIT_ATTENTION, 0x29, 0x00);
+	cr_assert_eq(scsi_ua_event(&s), SCSI_UA_PROBE);
+	s = mk(SCSI_SK_UNIT_ATTENTION, 0x29, 0x07);
+	cr_assert_eq(scsi_ua_event(&s), SCSI_UA_PROBE);
+	s = mk(SCSI_SK_UNIT_ATTENTION, 0x28, 0x00);
+	cr_assert_eq(scsi_ua_event(&s), SCSI_UA_PROBE);
+	s = mk(SCSI_SK_UNIT_ATTENTION, 0x2a, 0x01);
+	cr_assert_eq(scsi_ua_event(&s), SCSI_UA_PROBE);
+	s = mk(SCSI_SK_UNIT_ATTENTION, 0x3f, 0x03);
+	cr_assert_eq(scsi_ua_event(&s), SCSI_UA_PROBE);
+	s = mk(SCSI_SK_UNIT_ATTENTION, 0x2a, 0x03); /* reservations preempted: nothing to re-read */
+	cr_assert_eq(scsi_ua_event(&s), 0);
+	s = mk(SCSI_SK_NOT_READY, 0x2a, 0x09); /* not a UNIT ATTENTION */
+	cr_assert_eq(scsi_ua_event(&s), 0);
+	cr_assert_eq(scsi_ua_event(NULL), 0);
+	memset(&s, 0, sizeof(s)); /* unusable sense */
+	s.key = SCSI_SK_UNIT_ATTENTION;
+	s.asc = 0x2a;
+	s.ascq = 0x09;
+	cr_assert_eq(scsi_ua_event(&s), 0);
+}

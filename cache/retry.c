@@ -1,0 +1,178 @@
+/* SPDX-License-Identifier: MIT */
+#include "retry.h"
+
+#include <errno.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdlib.h>
+#include <time.h>
+
+struct blk_retry {
+	pthread_t thread;
+	pthread_mutex_t lock;        /* guards head, stop, firing, the hook (held while it runs) */
+	pthread_cond_t cv;           /* CLOCK_MONOTONIC: wakes the thread (new earliest item, stop) */
+	pthread_cond_t idle_cv;      /* signalled when the list empties */
+	struct blk_retry_item *head; /* sorted by due_ms */
+	unsigned firing;             /* items taken off the list, fire() running */
+	bool stop;
+	blk_ua_fn ua_fn;
+	void *ua_arg;
+	atomic_uint_fast64_t retried, delayed, exhausted, uas, ua_capacity, ua_luns;
+};
+
+uint64_t blk_now_ms(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000u + (uint64_t)ts.tv_nsec / 1000000u;
+}
+
+static struct timespec abs_ms(uint64_t ms)
+{
+	struct timespec ts = {.tv_sec = (time_t)(ms / 1000u), .tv_nsec = (long)(ms % 1000u) * 1000000L};
+	return ts;
+}
+
+static void *retry_thread(void *arg)
+{
+	struct blk_retry *q = arg;
+	pthread_mutex_lock(&q->lock);
+	for (;;) {
+		struct blk_retry_item *it = q->head;
+		if (!it) {
+			if (q->stop)
+				break;
+			pthread_cond_wait(&q->cv, &q->lock);
+			continue;
+		}
+		if (!q->stop && it->due_ms > blk_now_ms()) {
+			struct timespec ts = abs_ms(it->due_ms);
+			pthread_cond_timedwait(&q->cv, &q->lock, &ts);
+			continue;
+		}
+		q->head = it->next;
+		q->firing++;
+		pthread_mutex_unlock(&q->lock);
+		it->fire(it); /* may block for a task slot; may park the item again */
+		pthread_mutex_lock(&q->lock);
+		q->firing--;
+		if (!q->head && !q->firing)
+			pthread_cond_broadcast(&q->idle_cv);
+	}
+	pthread_mutex_unlock(&q->lock);
+	return NULL;
+}
+
+int blk_retry_create(struct blk_retry **out)
+{
+	struct blk_retry *q = calloc(1, sizeof(*q));
+	if (!q)
+		return -ENOMEM;
+	pthread_condattr_t ca;
+	pthread_condattr_init(&ca);
+	pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
+	pthread_cond_init(&q->cv, &ca);
+	pthread_cond_init(&q->idle_cv, &ca);
+	pthread_condattr_destroy(&ca);
+	pthread_mutex_init(&q->lock, NULL);
+	int rc = pthread_create(&q->thread, NULL, retry_thread, q);
+	if (rc) {
+		pthread_cond_destroy(&q->cv);
+		pthread_cond_destroy(&q->idle_cv);
+		pthread_mutex_destroy(&q->lock);
+		free(q);
+		return -rc;
+	}
+	*out = q;
+	return 0;
+}
+
+void blk_retry_destroy(struct blk_retry *q)
+{
+	if (!q)
+		return;
+	pthread_mutex_lock(&q->lock);
+	q->stop = true;
+	pthread_cond_broadcast(&q->cv);
+	pthread_mutex_unlock(&q->lock);
+	pthread_join(q->thread, NULL);
+	pthread_cond_destroy(&q->cv);
+	pthread_cond_destroy(&q->idle_cv);
+	pthread_mutex_destroy(&q->lock);
+	free(q);
+}
+
+void blk_retry_set_ua_hook(struct blk_retry *q, blk_ua_fn fn, void *arg)
+{
+	pthread_mutex_lock(&q->lock);
+	q->ua_fn = fn;
+	q->ua_arg = arg;
+	pthread_mutex_unlock(&q->lock);
+}
+
+void blk_retry_schedule(struct blk_retry *q, struct blk_retry_item *it, unsigned delay_ms)
+{
+	it->due_ms = blk_now_ms() + delay_ms;
+	pthread_mutex_lock(&q->lock);
+	struct blk_retry_item **pp = &q->head;
+	while (*pp && (*pp)->due_ms <= it->due_ms)
+		pp = &(*pp)->next;
+	it->next = *pp;
+	*pp = it;
+	if (q->head == it)
+		pthread_cond_signal(&q->cv);
+	pthread_mutex_unlock(&q->lock);
+}
+
+int blk_retry_drain(struct blk_retry *q, int timeout_ms)
+{
+	struct timespec ts = abs_ms(blk_now_ms() + (uint64_t)(timeout_ms > 0 ? timeout_ms : 0));
+	int rc = 0;
+	pthread_mutex_lock(&q->lock);
+	while ((q->head || q->firing) && rc == 0)
+		if (pthread_cond_timedwait(&q->idle_cv, &q->lock, &ts) == ETIMEDOUT)
+			rc = -ETIMEDOUT;
+	if (rc && !q->head && !q->firing)
+		rc = 0;
+	pthread_mutex_unlock(&q->lock);
+	return rc;
+}
+
+void blk_retry_note_ua(struct blk_retry *q, uint64_t lun_field, const struct scsi_sense *sense)
+{
+	if (!q)
+		return;
+	unsigned ev = scsi_ua_event(sense);
+	atomic_fetch_add(&q->uas, 1);
+	if (ev & SCSI_UA_CAPACITY)
+		atomic_fetch_add(&q->ua_capacity, 1);
+	if (ev & SCSI_UA_LUNS)
+		atomic_fetch_add(&q->ua_luns, 1);
+	pthread_mutex_lock(&q->lock); /* so that the hook is never called once it has been cleared */
+	if (q->ua_fn)
+		q->ua_fn(q->ua_arg, lun_field, ev, sense);
+	pthread_mutex_unlock(&q->lock);
+}
+
+void blk_retry_count(struct blk_retry *q, bool retried, bool delayed)
+{
+	if (!q)
+		return;
+	if (!retried) {
+		atomic_fetch_add(&q->exhausted, 1);
+		return;
+	}
+	atomic_fetch_add(&q->retried, 1);
+	if (delayed)
+		atomic_fetch_add(&q->delayed, 1);
+}
+
+void blk_retry_get_stats(struct blk_retry *q, struct blk_retry_stats *out)
+{
+	out->retried = atomic_load(&q->retried);
+	out->delayed = atomic_load(&q->delayed);
+	out->exhausted = atomic_load(&q->exhausted);
+	out->unit_attentions = atomic_load(&q->uas);
+	out->ua_capacity = atomic_load(&q->ua_capacity);
+	out->ua_luns = atomic_load(&q->ua_luns);
+}

@@ -1,0 +1,349 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * Target events reach the files: a thread that re-reads what the target
+ * offers (READ CAPACITY, SBC-3 §5.15/§5.16; REPORT LUNS, SPC-4 §6.33)
+ * every rescan_interval seconds and whenever a UNIT ATTENTION asks for it
+ * (SPC-4 §5.14: CAPACITY DATA HAS CHANGED 2Ah/09h, REPORTED LUNS DATA HAS
+ * CHANGED 3Fh/0Eh, power on / reset 29h/xx, ...), then updates the LUN
+ * table and tells the kernel (fuse_lowlevel_notify_inval_inode for a new
+ * size, fuse_lowlevel_notify_inval_entry for a name that came or went).
+ *
+ * The LUN table has GW_MAX_LUNS slots allocated before the mount; only
+ * this thread (and open_luns, before it starts) fills a slot, then
+ * publishes it by raising g->nluns.  A slot is never freed: a LUN the
+ * target stops reporting is marked gone (its open files get ENODEV, its
+ * commands in flight complete), and comes back in the same slot when the
+ * target reports it again with the same block size.
+ */
+#include <errno.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "../initiator/log.h"
+#include "gateway.h"
+
+#define BLOCK_SIZE_MAX 4096u
+
+struct gw_rescan {
+	struct gw *g;
+	pthread_t thread;
+	pthread_mutex_t lock;  /* guards pending, stop */
+	pthread_cond_t cv;     /* CLOCK_MONOTONIC */
+	unsigned pending;      /* SCSI_UA_* bits not yet acted on */
+	bool stop;
+	unsigned interval_s;
+	atomic_uint_fast64_t rescans, prompted, capacity_changes, luns_added, luns_removed;
+};
+
+size_t gw_nluns(const struct gw *g) { return __atomic_load_n(&g->nluns, __ATOMIC_ACQUIRE); }
+
+static bool is_gone(const struct gw_lun *l) { return __atomic_load_n(&l->gone, __ATOMIC_ACQUIRE); }
+
+struct gw_lun *gw_lun_add(struct gw *g, const struct iscsi_lun_info *info)
+{
+	size_t n = gw_nluns(g);
+	for (size_t i = 0; i < n; i++) {
+		struct gw_lun *l = &g->luns[i];
+		if (is_gone(l) && l->info.lun == info->lun && l->dev.bs == info->cap.block_size) {
+			l->info = *info;
+			__atomic_store_n(&l->ro, g->ro || info->wp, __ATOMIC_RELAXED);
+			blk_dev_set_capacity(&l->dev, info->cap.nblocks);
+			__atomic_store_n(&l->gone, false, __ATOMIC_RELEASE);
+			return l;
+		}
+	}
+	if (n >= GW_MAX_LUNS)
+		return NULL;
+	struct gw_lun *l = &g->luns[n];
+	memset(l, 0, sizeof(*l));
+	l->info = *info;
+	snprintf(l->name, sizeof(l->name), "lun%u", info->lun);
+	l->ino = 2 + n;
+	l->ro = g->ro || info->wp;
+	if (blk_dev_init(&l->dev, g->s, g->pool, info, g->max_io))
+		return NULL;
+	blk_dev_set_retry(&l->dev, g->retry, g->retry_budget_ms);
+	__atomic_store_n(&g->nluns, n + 1, __ATOMIC_RELEASE);
+	return l;
+}
+
+/* ---- prompting: the UNIT ATTENTION hook ---- */
+
+static void prompt(struct gw_rescan *r, unsigned ev)
+{
+	if (!ev)
+		return;
+	pthread_mutex_lock(&r->lock);
+	r->pending |= ev;
+	pthread_cond_signal(&r->cv);
+	pthread_mutex_unlock(&r->lock);
+}
+
+/* blk_ua_fn: on the event thread; only sets bits. */
+static void ua_hook(void *arg, uint64_t lun_field, unsigned events, const struct scsi_sense *sense)
+{
+	struct gw_rescan *r = arg;
+	log_info("LUN field 0x%016llx: UNIT ATTENTION %02xh/%02xh%s", (unsigned long long)lun_field, sense->asc,
+		 sense->ascq, events ? ", rescanning" : "");
+	prompt(r, events);
+}
+
+/* A UNIT ATTENTION consumed by one of our own synchronous commands. */
+static void own_ua(void *arg, const struct scsi_sense *sense)
+{
+	struct gw_rescan *r = arg;
+	blk_retry_note_ua(r->g->retry, 0, sense);
+}
+
+/* ---- one round ---- */
+
+static void notify_entry(struct gw *g, const char *name)
+{
+	if (g->se)
+		fuse_lowlevel_notify_inval_entry(g->se, FUSE_ROOT_ID, name, strlen(name));
+}
+
+static void notify_inode(struct gw *g, fuse_ino_t ino)
+{
+	if (g->se)
+		fuse_lowlevel_notify_inval_inode(g->se, ino, 0, 0); /* attributes and every cached page */
+}
+
+static void mark_gone(struct gw_rescan *r, struct gw_lun *l, const char *why)
+{
+	__atomic_store_n(&l->gone, true, __ATOMIC_RELEASE);
+	atomic_fetch_add(&r->luns_removed, 1);
+	log_warn("%s: %s; the file is removed", l->name, why);
+	notify_entry(r->g, l->name);
+	notify_inode(r->g, l->ino);
+}
+
+/* A LUN that can be a file: a disk with a supported block size whose byte size fits off_t. */
+static bool usable(const struct iscsi_lun_info *info)
+{
+	return info->inq.qualifier == 0 && info->inq.device_type == 0 && info->cap.block_size <= BLOCK_SIZE_MAX &&
+	       info->cap.nblocks <= (uint64_t)INT64_MAX / info->cap.block_size;
+}
+
+static void add_lun(struct gw_rescan *r, uint16_t lun, void *buf, size_t buflen)
+{
+	struct gw *g = r->g;
+	struct iscsi_lun_info info;
+	int rc = iscsi_lun_probe(g->s, lun, buf, buflen, &info);
+	if (rc) {
+		log_warn("LUN %u: probe failed (%s)", lun, strerror(-rc));
+		return;
+	}
+	if (!usable(&info))
+		return;
+	struct gw_lun *l = gw_lun_add(g, &info);
+	if (!l) {
+		log_warn("LUN %u: no room for another LUN file", lun);
+		return;
+	}
+	atomic_fetch_add(&r->luns_added, 1);
+	log_warn("%s: new LUN: %s %s, %llu blocks of %u bytes", l->name, info.inq.vendor, info.inq.product,
+		 (unsigned long long)info.cap.nblocks, info.cap.block_size);
+	notify_entry(g, l->name);
+	notify_inode(g, FUSE_ROOT_ID);
+}
+
+/* REPORT LUNS: files for new disk LUNs, gone for those no longer listed. */
+static void luns_round(struct gw_rescan *r, void *buf, size_t buflen)
+{
+	struct gw *g = r->g;
+	uint16_t luns[GW_MAX_LUNS];
+	size_t count = 0;
+	int rc = iscsi_report_luns(g->s, buf, buflen, luns, GW_MAX_LUNS, &count);
+	if (rc) {
+		log_debug("rescan: REPORT LUNS failed: %s", strerror(-rc));
+		return;
+	}
+	size_t n = gw_nluns(g);
+	for (size_t i = 0; i < n; i++) {
+		struct gw_lun *l = &g->luns[i];
+		bool listed = false;
+		for (size_t j = 0; j < count && !listed; j++)
+			listed = luns[j] == l->info.lun;
+		if (!listed && !is_gone(l))
+			mark_gone(r, l, "no longer reported by the target");
+	}
+	for (size_t j = 0; j < count; j++) {
+		bool have = false, dup = false;
+		for (size_t k = 0; k < j; k++)
+			dup = dup || luns[k] == luns[j];
+		for (size_t i = 0; i < n && !have; i++)
+			have = !is_gone(&g->luns[i]) && g->luns[i].info.lun == luns[j];
+		if (!have && !dup)
+			add_lun(r, luns[j], buf, buflen);
+	}
+}
+
+/* READ CAPACITY of one LUN; sets *cap.  Returns 0 or a negative errno. */
+static int read_capacity(struct gw_rescan *r, struct gw_lun *l, void *buf, struct scsi_capacity *cap)
+{
+	struct iscsi_cmd cmd = {.lun = l->info.lun_field, .buf = buf, .dir = ISCSI_DIR_READ};
+	struct iscsi_cmd_result res;
+	bool use16 = l->info.use16;
+	cmd.len = use16 ? 32 : 8;
+	cmd.cdb_len = (uint8_t)(use16 ? scsi_cdb_read_capacity16(cmd.cdb, 32) : scsi_cdb_read_capacity10(cmd.cdb));
+	int rc = iscsi_exec_retry_ua(r->g->s, &cmd, &res, own_ua, r);
+	if (rc)
+		return rc;
+	rc = use16 ? scsi_parse_read_capacity16(buf, res.xfer_len, cap) : scsi_parse_read_capacity10(buf, res.xfer_len, cap);
+	if (rc == 0 && (cap->nblocks == 0 || cap->block_size == 0))
+		rc = -EPROTO;
+	return rc;
+}
+
+/* READ CAPACITY of every LUN file: sizes follow the target. */
+static void capacity_round(struct gw_rescan *r, void *buf, size_t buflen)
+{
+	struct gw *g = r->g;
+	size_t n = gw_nluns(g);
+	for (size_t i = 0; i < n; i++) {
+		struct gw_lun *l = &g->luns[i];
+		if (is_gone(l)) {
+			if (g->url_lun >= 0 && l->info.lun == (uint16_t)g->url_lun)
+				add_lun(r, l->info.lun, buf, buflen); /* the URL's LUN may be back */
+			continue;
+		}
+		struct scsi_capacity cap;
+		int rc = read_capacity(r, l, buf, &cap);
+		if (rc == -ENXIO) {
+			mark_gone(r, l, "the target no longer has this LUN");
+			continue;
+		}
+		if (rc) {
+			log_debug("%s: rescan: READ CAPACITY failed: %s", l->name, strerror(-rc));
+			continue;
+		}
+		if (cap.block_size != l->dev.bs) {
+			mark_gone(r, l, "the block size changed");
+			prompt(r, SCSI_UA_LUNS); /* probe it again as a new LUN */
+			continue;
+		}
+		uint64_t old = __atomic_load_n(&l->dev.nblocks, __ATOMIC_ACQUIRE);
+		if (cap.nblocks == old || cap.nblocks > (uint64_t)INT64_MAX / cap.block_size)
+			continue;
+		blk_dev_set_capacity(&l->dev, cap.nblocks);
+		l->info.cap.nblocks = cap.nblocks;
+		atomic_fetch_add(&r->capacity_changes, 1);
+		log_warn("%s: capacity changed from %llu to %llu blocks of %u bytes", l->name, (unsigned long long)old,
+			 (unsigned long long)cap.nblocks, cap.block_size);
+		notify_inode(g, l->ino);
+	}
+	(void)buflen;
+}
+
+static void run_round(struct gw_rescan *r, unsigned ev, bool periodic)
+{
+	struct gw *g = r->g;
+	void *buf = buf_pool_get(g->pool, NULL);
+	size_t buflen = buf_pool_slice_size(g->pool);
+	atomic_fetch_add(&r->rescans, 1);
+	if (!periodic)
+		atomic_fetch_add(&r->prompted, 1);
+	if (g->url_lun < 0 && (periodic || (ev & SCSI_UA_LUNS)))
+		luns_round(r, buf, buflen);
+	if (periodic || (ev & (SCSI_UA_CAPACITY | SCSI_UA_PROBE)) || g->url_lun >= 0)
+		capacity_round(r, buf, buflen);
+	buf_pool_put(g->pool, buf);
+}
+
+static void *rescan_thread(void *arg)
+{
+	struct gw_rescan *r = arg;
+	uint64_t next = blk_now_ms() + (uint64_t)r->interval_s * 1000u;
+	pthread_mutex_lock(&r->lock);
+	while (!r->stop) {
+		uint64_t now = blk_now_ms();
+		bool periodic = r->interval_s && now >= next;
+		if (!periodic && !r->pending) {
+			if (r->interval_s) {
+				struct timespec ts = {.tv_sec = (time_t)(next / 1000u), .tv_nsec = (long)(next % 1000u) * 1000000L};
+				pthread_cond_timedwait(&r->cv, &r->lock, &ts);
+			} else {
+				pthread_cond_wait(&r->cv, &r->lock);
+			}
+			continue;
+		}
+		unsigned ev = r->pending;
+		r->pending = 0;
+		pthread_mutex_unlock(&r->lock);
+		run_round(r, ev, periodic);
+		if (periodic)
+			next = blk_now_ms() + (uint64_t)r->interval_s * 1000u;
+		pthread_mutex_lock(&r->lock);
+	}
+	pthread_mutex_unlock(&r->lock);
+	return NULL;
+}
+
+int gw_rescan_start(struct gw *g, unsigned interval_s)
+{
+	struct gw_rescan *r = calloc(1, sizeof(*r));
+	if (!r)
+		return -ENOMEM;
+	r->g = g;
+	r->interval_s = interval_s;
+	pthread_condattr_t ca;
+	pthread_condattr_init(&ca);
+	pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
+	pthread_cond_init(&r->cv, &ca);
+	pthread_condattr_destroy(&ca);
+	pthread_mutex_init(&r->lock, NULL);
+	int rc = pthread_create(&r->thread, NULL, rescan_thread, r);
+	if (rc) {
+		pthread_cond_destroy(&r->cv);
+		pthread_mutex_destroy(&r->lock);
+		free(r);
+		return -rc;
+	}
+	g->rescan = r;
+	if (g->retry)
+		blk_retry_set_ua_hook(g->retry, ua_hook, r);
+	return 0;
+}
+
+void gw_rescan_stop(struct gw *g)
+{
+	struct gw_rescan *r = g->rescan;
+	if (!r)
+		return;
+	if (g->retry)
+		blk_retry_set_ua_hook(g->retry, NULL, NULL);
+	pthread_mutex_lock(&r->lock);
+	r->stop = true;
+	pthread_cond_signal(&r->cv);
+	pthread_mutex_unlock(&r->lock);
+	pthread_join(r->thread, NULL);
+	struct gw_rescan_stats st;
+	gw_rescan_get_stats(g, &st);
+	log_info("target events: %llu rescans (%llu prompted by UNIT ATTENTION), %llu capacity changes, "
+		 "%llu LUNs added, %llu removed",
+		 (unsigned long long)st.rescans, (unsigned long long)st.prompted,
+		 (unsigned long long)st.capacity_changes, (unsigned long long)st.luns_added,
+		 (unsigned long long)st.luns_removed);
+	g->rescan = NULL;
+	pthread_cond_destroy(&r->cv);
+	pthread_mutex_destroy(&r->lock);
+	free(r);
+}
+
+void gw_rescan_get_stats(struct gw *g, struct gw_rescan_stats *out)
+{
+	struct gw_rescan *r = g->rescan;
+	memset(out, 0, sizeof(*out));
+	if (!r)
+		return;
+	out->rescans = atomic_load(&r->rescans);
+	out->prompted = atomic_load(&r->prompted);
+	out->capacity_changes = atomic_load(&r->capacity_changes);
+	out->luns_added = atomic_load(&r->luns_added);
+	out->luns_removed = atomic_load(&r->luns_removed);
+}

@@ -1,0 +1,377 @@
+#!/bin/bash
+# SPDX-License-Identifier: MIT
+#
+# Target events and stopping, against real peers:
+#
+#   events.sh ISERFUSE
+#
+# 1. Transient SCSI statuses on the data path (tests/malicious/fake_target.py
+#    --event): BUSY, TASK SET FULL, NOT READY / becoming ready and a power-on
+#    UNIT ATTENTION are retried and the read returns the right bytes; a LUN
+#    that never becomes ready fails with EIO once cmd_timeout is spent; a
+#    CAPACITY DATA HAS CHANGED UNIT ATTENTION (rescans off) grows the file
+#    and its new area reads the target's bytes.
+# 2. tgtd: grow LUN 1 (tgtd 1.0.85 has no online resize: delete the LUN,
+#    enlarge the backing file, add it again) -> the file's size follows;
+#    data old and new is checked against the backing file both ways; add
+#    LUN 2 -> lun2 appears; remove it with the file open -> the name goes,
+#    reads on the open file fail with ENODEV; add it back.  With rescans off,
+#    the REPORTED LUNS DATA HAS CHANGED UNIT ATTENTION that tgtd raises on
+#    LUN 1 when LUN 3 is added (deleted) makes lun3 appear (go).
+# 3. Stopping: SIGTERM while a writer is busy -> exit 0, every byte the
+#    writer was told was written is in the backing file, the session logged
+#    out (tgtd shows no I_T nexus); fusermount3 -u -> exit 0; a second
+#    SIGTERM while the drain is stuck (tgtd stopped with SIGSTOP) -> exit 2
+#    at once.
+# Prints "ok - " / "not ok - " lines and "N passed, M failed".
+set -euo pipefail
+
+here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
+# shellcheck source-path=SCRIPTDIR source=../lib/targets.sh
+. "$here/../lib/targets.sh"
+# shellcheck source-path=SCRIPTDIR source=../lib/report.sh
+. "$here/../lib/report.sh"
+
+if [[ $# -ne 1 || ! -x $1 ]]; then
+	echo "usage: $0 ISERFUSE" >&2
+	exit 2
+fi
+iserfuse=$1
+if [[ $(id -u) -ne 0 || ! -c /dev/fuse ]]; then
+	echo "# SKIP: runs tgtd and mounts FUSE, which needs root and /dev/fuse"
+	exit 77
+fi
+target_py=$here/../malicious/fake_target.py
+initiator=iqn.2026-11.org.example:events-test
+
+work=$(mktemp -d "${TMPDIR:-/tmp}/iserfuse-events.XXXXXX")
+mnt=$work/mnt
+mkdir -p "$mnt"
+daemon=''
+fake=''
+cleanup() {
+	local pid rc=$?
+	set +e
+	pid=$(cat "$work/tgtd/pid" 2>/dev/null)
+	[[ -n $pid ]] && kill -CONT "$pid" 2>/dev/null
+	if grep -qF " $mnt " /proc/mounts; then
+		fusermount3 -u "$mnt" 2>/dev/null || fusermount3 -uz "$mnt" 2>/dev/null
+	fi
+	[[ -n $daemon ]] && _targets_kill "$daemon" 5
+	[[ -n $fake ]] && _targets_kill "$fake" 2
+	tgtd_stop "$work/tgtd"
+	if ((failed == 0 && rc == 0)); then rm -rf "$work"; else echo "# logs kept in $work"; fi
+}
+trap cleanup EXIT
+
+# mount URL LOG OPTS...: iserfuse -f in the background ($daemon), wait for a LUN file.
+mount_gw() {
+	local url=$1 log=$2
+	shift 2
+	"$iserfuse" -f -o "initiator_name=$initiator" "$@" "$url" "$mnt" 2>"$log" </dev/null &
+	daemon=$!
+	for _ in $(seq 100); do
+		[[ -n $(ls "$mnt" 2>/dev/null) ]] && return 0
+		kill -0 "$daemon" 2>/dev/null || return 1
+		sleep 0.1
+	done
+	return 1
+}
+
+# unmount_gw: fusermount3 -u; the daemon's exit status in $gw_status.
+unmount_gw() {
+	gw_status=0
+	fusermount3 -u "$mnt" 2>/dev/null || true
+	wait "$daemon" || gw_status=$?
+	daemon=''
+}
+
+# wait_for SECONDS CMD...: poll CMD every 0.1 s; prints the seconds it took.
+wait_for() {
+	local secs=$1 i
+	shift
+	for ((i = 0; i <= secs * 10; i++)); do
+		if "$@"; then
+			printf '%d.%d\n' $((i / 10)) $((i % 10))
+			return 0
+		fi
+		sleep 0.1
+	done
+	return 1
+}
+
+size_is() { [[ $(stat -c %s "$1" 2>/dev/null) == "$2" ]]; }
+listing_is() { [[ $(ls "$mnt" 2>/dev/null | tr '\n' ' ') == "$1" ]]; }
+
+sanitizer_clean() {
+	if grep -qE 'AddressSanitizer|LeakSanitizer|runtime error' "$1"; then
+		fail "no sanitizer report in $(basename "$1")"
+		note "$1"
+	fi
+}
+
+# ---------------------------------------------------------------- 1. fake target events
+
+start_fake() {
+	local event=$1 port
+	for _ in 1 2 3 4 5; do
+		port=$(free_port)
+		python3 "$target_py" --port "$port" --event "$event" >"$work/fake-$event.log" 2>&1 </dev/null &
+		fake=$!
+		if _targets_wait_listen "$fake" "$port" 10; then
+			fake_url=iscsi://127.0.0.1:$port/iqn.2026-11.org.example:malicious/1
+			return 0
+		fi
+		_targets_kill "$fake" 2
+		fake=''
+	done
+	return 1
+}
+
+python3 "$target_py" --dump 0 4096 >"$work/pattern"
+for event in busy task_set_full becoming_ready ua_reset; do
+	start_fake "$event" || { fail "$event: fake target started"; continue; }
+	if mount_gw "$fake_url" "$work/daemon-$event.log" -o rescan_interval=0; then
+		t0=$(date +%s%N)
+		if dd if="$mnt/lun1" of="$work/got" bs=4096 count=1 iflag=direct status=none 2>"$work/dd.log" &&
+			cmp -s "$work/got" "$work/pattern"; then
+			pass "$event: retried, the read returns the target's bytes ($((($(date +%s%N) - t0) / 1000000)) ms)"
+		else
+			fail "$event: retried, the read returns the target's bytes"
+			note "$work/dd.log"
+		fi
+		unmount_gw
+		check_eq "$event: fusermount3 -u, exit status" "$gw_status" 0
+	else
+		fail "$event: mounted"
+	fi
+	sanitizer_clean "$work/daemon-$event.log"
+	_targets_kill "$fake" 2
+	fake=''
+done
+
+# A LUN that stays "becoming ready": EIO once the retry budget (cmd_timeout) is spent.
+if start_fake never_ready && mount_gw "$fake_url" "$work/daemon-never.log" -o rescan_interval=0,cmd_timeout=2; then
+	t0=$(date +%s%N)
+	rc=0
+	timeout 20 dd if="$mnt/lun1" of=/dev/null bs=4096 count=1 iflag=direct status=none 2>"$work/dd.log" || rc=$?
+	ms=$((($(date +%s%N) - t0) / 1000000))
+	if ((rc != 0 && rc != 124)) && grep -q 'Input/output error' "$work/dd.log" && ((ms >= 1500 && ms < 10000)); then
+		pass "never_ready: EIO after the retry budget ($ms ms, cmd_timeout=2)"
+	else
+		fail "never_ready: EIO after the retry budget (dd exit $rc, $ms ms)"
+		note "$work/dd.log"
+	fi
+	unmount_gw
+	check_eq "never_ready: fusermount3 -u, exit status" "$gw_status" 0
+	sanitizer_clean "$work/daemon-never.log"
+else
+	fail "never_ready: mounted"
+fi
+_targets_kill "$fake" 2
+fake=''
+
+# CAPACITY DATA HAS CHANGED with periodic rescans off: only the UNIT ATTENTION can grow the file.
+if start_fake ua_capacity && mount_gw "$fake_url" "$work/daemon-cap.log" -o rescan_interval=0; then
+	check_eq "ua_capacity: size before" "$(stat -c %s "$mnt/lun1")" 1048576
+	check "ua_capacity: the read that meets the UNIT ATTENTION succeeds" \
+		dd if="$mnt/lun1" of=/dev/null bs=4096 count=1 iflag=direct status=none || true
+	if took=$(wait_for 5 size_is "$mnt/lun1" 2097152); then
+		pass "ua_capacity: the file grows to 2 MiB (${took} s)"
+	else
+		fail "ua_capacity: the file grows to 2 MiB (size $(stat -c %s "$mnt/lun1"))"
+	fi
+	# the new half repeats the pattern
+	if dd if="$mnt/lun1" of="$work/got" bs=4096 skip=256 count=1 iflag=direct status=none &&
+		cmp -s "$work/got" "$work/pattern"; then
+		pass "ua_capacity: the new area reads the target's bytes"
+	else
+		fail "ua_capacity: the new area reads the target's bytes"
+	fi
+	unmount_gw
+	check_eq "ua_capacity: fusermount3 -u, exit status" "$gw_status" 0
+	sanitizer_clean "$work/daemon-cap.log"
+else
+	fail "ua_capacity: mounted"
+fi
+_targets_kill "$fake" 2
+fake=''
+
+# ---------------------------------------------------------------- 2. tgtd: grow, add, remove
+
+tgtd_start "$work/tgtd" 16M 0 >/dev/null
+tgt_pid=$(<"$work/tgtd/pid")
+ctl=$(<"$work/tgtd/ctl")
+img=$work/tgtd/disk512.img
+adm() { _tgtadm "$ctl" "$@" >/dev/null; }
+
+head -c 8M /dev/urandom >"$work/src"
+if mount_gw "$TGT_URL" "$work/daemon-grow.log" -o rescan_interval=1; then
+	check_eq "tgtd: listing" "$(ls "$mnt" | tr '\n' ' ')" "lun1 "
+	check_eq "tgtd: lun1 size" "$(stat -c %s "$mnt/lun1")" 16777216
+	dd if="$work/src" of="$mnt/lun1" bs=1M count=1 conv=notrunc,fsync status=none
+
+	# grow: tgtd 1.0.85 reads the backing file's size when the LUN is added
+	adm --op delete --mode logicalunit --tid 1 --lun 1
+	truncate -s 32M "$img"
+	adm --op new --mode logicalunit --tid 1 --lun 1 -b "$img"
+	if took=$(wait_for 10 size_is "$mnt/lun1" 33554432); then
+		pass "grow: lun1 follows 16 -> 32 MiB (${took} s, rescan_interval=1)"
+	else
+		fail "grow: lun1 follows 16 -> 32 MiB (size $(stat -c %s "$mnt/lun1"))"
+	fi
+	check "grow: old data still reads back" cmp -n 1048576 "$mnt/lun1" "$work/src"
+	# the new area: written through the mount, found in the backing file
+	dd if="$work/src" of="$mnt/lun1" bs=1M skip=2 seek=24 count=2 conv=notrunc,fsync status=none 2>"$work/dd.log" ||
+		note "$work/dd.log"
+	check "grow: a write beyond the old end lands in the backing file" \
+		cmp "$work/src" "$img" 2097152 25165824 -n 2097152
+	# written into the backing file, read through the mount
+	dd if="$work/src" of="$img" bs=1M skip=5 seek=31 count=1 conv=notrunc status=none
+	if dd if="$mnt/lun1" of="$work/got" bs=1M skip=31 count=1 iflag=direct status=none &&
+		cmp -s "$work/got" <(dd if="$work/src" bs=1M skip=5 count=1 status=none); then
+		pass "grow: the last MiB reads the backing file's bytes"
+	else
+		fail "grow: the last MiB reads the backing file's bytes"
+	fi
+
+	# add LUN 2
+	truncate -s 8M "$work/lun2.img"
+	adm --op new --mode logicalunit --tid 1 --lun 2 -b "$work/lun2.img"
+	if took=$(wait_for 10 listing_is "lun1 lun2 "); then
+		pass "add: lun2 appears (${took} s)"
+	else
+		fail "add: lun2 appears (listing: $(ls "$mnt" | tr '\n' ' '))"
+	fi
+	check_eq "add: lun2 size" "$(stat -c %s "$mnt/lun2" 2>/dev/null)" 8388608
+	dd if="$work/src" of="$mnt/lun2" bs=1M count=1 conv=notrunc,fsync status=none 2>/dev/null || true
+	check "add: lun2 is writable (data in its backing file)" cmp -n 1048576 "$work/src" "$work/lun2.img"
+
+	# remove LUN 2 while a file on it is open
+	exec 9<"$mnt/lun2"
+	adm --op delete --mode logicalunit --tid 1 --lun 2
+	if took=$(wait_for 10 listing_is "lun1 "); then
+		pass "remove: lun2 disappears (${took} s)"
+	else
+		fail "remove: lun2 disappears (listing: $(ls "$mnt" | tr '\n' ' '))"
+	fi
+	rc=0
+	dd of=/dev/null bs=4096 count=1 iflag=direct status=none <&9 2>"$work/dd.log" || rc=$?
+	if ((rc != 0)) && grep -qE 'No such device|Input/output error' "$work/dd.log"; then
+		pass "remove: a read on the open file fails ($(sed 's/.*: //' "$work/dd.log" | head -n 1))"
+	else
+		fail "remove: a read on the open file fails (dd exit $rc)"
+		note "$work/dd.log"
+	fi
+	exec 9<&-
+	check "remove: stat of the removed name fails" bash -c "! stat '$mnt/lun2' >/dev/null 2>&1"
+	adm --op new --mode logicalunit --tid 1 --lun 2 -b "$work/lun2.img"
+	if took=$(wait_for 10 listing_is "lun1 lun2 "); then
+		pass "re-add: lun2 is back (${took} s)"
+	else
+		fail "re-add: lun2 is back"
+	fi
+	check "re-add: lun2 reads its data" cmp -n 1048576 "$mnt/lun2" "$work/src"
+	unmount_gw
+	check_eq "tgtd: fusermount3 -u, exit status" "$gw_status" 0
+	sanitizer_clean "$work/daemon-grow.log"
+else
+	fail "tgtd: mounted"
+	note "$work/daemon-grow.log"
+fi
+
+# With rescans off, the UNIT ATTENTION tgtd queues on LUN 1 when a LUN is added or deleted is what tells us.
+if mount_gw "$TGT_URL" "$work/daemon-ua.log" -o rescan_interval=0; then
+	truncate -s 4M "$work/lun3.img"
+	adm --op new --mode logicalunit --tid 1 --lun 3 -b "$work/lun3.img"
+	dd if="$mnt/lun1" of=/dev/null bs=4096 count=1 iflag=direct status=none || true
+	if took=$(wait_for 5 listing_is "lun1 lun2 lun3 "); then
+		pass "REPORTED LUNS DATA HAS CHANGED: lun3 appears with rescans off (${took} s)"
+	else
+		fail "REPORTED LUNS DATA HAS CHANGED: lun3 appears with rescans off (listing: $(ls "$mnt" | tr '\n' ' '))"
+	fi
+	adm --op delete --mode logicalunit --tid 1 --lun 3
+	dd if="$mnt/lun1" of=/dev/null bs=4096 count=1 iflag=direct status=none || true
+	if took=$(wait_for 5 listing_is "lun1 lun2 "); then
+		pass "REPORTED LUNS DATA HAS CHANGED: lun3 goes with rescans off (${took} s)"
+	else
+		fail "REPORTED LUNS DATA HAS CHANGED: lun3 goes with rescans off (listing: $(ls "$mnt" | tr '\n' ' '))"
+	fi
+	unmount_gw
+	check_eq "ua: fusermount3 -u, exit status" "$gw_status" 0
+	sanitizer_clean "$work/daemon-ua.log"
+else
+	fail "ua: mounted"
+fi
+
+# ---------------------------------------------------------------- 3. stopping
+
+nexus_count() { _tgtadm "$ctl" --op show --mode target | grep -c 'I_T nexus:' || true; }
+
+head -c 24M /dev/urandom >"$work/src"
+if mount_gw "$TGT_URL/1" "$work/daemon-term.log"; then
+	rm -f "$work/marker"
+	python3 - "$work/src" "$mnt/lun1" "$work/marker" >"$work/written" 2>"$work/writer.log" <<'PY' &
+import os, sys
+src, dst, marker = sys.argv[1:4]
+data = open(src, "rb").read()
+fd = os.open(dst, os.O_WRONLY)
+done = 0
+try:
+    while done < len(data):
+        done += os.write(fd, data[done:done + 16384])
+        if done >= 1 << 20 and not os.path.exists(marker):
+            open(marker, "w").close()
+except OSError as e:
+    print("writer stopped: %s" % e.strerror, file=sys.stderr)
+print(done)
+PY
+	writer=$!
+	wait_for 20 test -e "$work/marker" >/dev/null || true
+	check_eq "SIGTERM: one session before" "$(nexus_count)" 1
+	kill -TERM "$daemon"
+	st=0
+	wait "$daemon" || st=$?
+	daemon=''
+	wait "$writer" || true
+	check_eq "SIGTERM with a writer busy: exit status" "$st" 0
+	n=$(cat "$work/written")
+	if [[ -n $n ]] && ((n >= 1048576)) && cmp -s -n "$n" "$work/src" "$img"; then
+		pass "SIGTERM: the $n bytes acknowledged to the writer are in the backing file ($(cat "$work/writer.log"))"
+	else
+		fail "SIGTERM: the bytes acknowledged to the writer are in the backing file (n=$n)"
+	fi
+	check_eq "SIGTERM: logged out (no I_T nexus left)" "$(nexus_count)" 0
+	check "SIGTERM: unmounted" bash -c "! grep -qF ' $mnt ' /proc/mounts"
+	sanitizer_clean "$work/daemon-term.log"
+else
+	fail "SIGTERM: mounted"
+fi
+
+if mount_gw "$TGT_URL/1" "$work/daemon-stuck.log"; then
+	dd if="$work/src" of="$mnt/lun1" bs=64k count=16 conv=notrunc status=none
+	kill -STOP "$tgt_pid"
+	# a write in flight that the stopped target never answers: the drain waits for it
+	dd if="$work/src" of="$mnt/lun1" bs=64k count=1 seek=100 conv=notrunc oflag=direct status=none 2>/dev/null &
+	stuck_dd=$!
+	sleep 0.5
+	kill -TERM "$daemon"
+	sleep 1
+	check "stuck drain: the first SIGTERM waits for the target" kill -0 "$daemon"
+	t0=$(date +%s%N)
+	kill -TERM "$daemon"
+	st=0
+	wait "$daemon" || st=$?
+	daemon=''
+	ms=$((($(date +%s%N) - t0) / 1000000))
+	kill -CONT "$tgt_pid"
+	wait "$stuck_dd" 2>/dev/null || true
+	check_eq "stuck drain: a second SIGTERM exits with status 2" "$st" 2
+	if ((ms < 2000)); then pass "stuck drain: at once ($ms ms)"; else fail "stuck drain: at once ($ms ms)"; fi
+	grep -q 'stopped by a second signal' "$work/daemon-stuck.log" && pass "stuck drain: says why" ||
+		fail "stuck drain: says why"
+	fusermount3 -uz "$mnt" 2>/dev/null || true
+else
+	fail "stuck drain: mounted"
+fi
+summary
