@@ -101,7 +101,9 @@ wait_for() {
 }
 
 size_is() { [[ $(stat -c %s "$1" 2>/dev/null) == "$2" ]]; }
-listing_is() { [[ $(ls "$mnt" 2>/dev/null | tr '\n' ' ') == "$1" ]]; }
+# The LUN files in the mount's root (by-id/ and .stats are not LUNs).
+lun_files() { ls "$mnt" 2>/dev/null | grep '^lun' | tr '\n' ' '; }
+listing_is() { [[ $(lun_files) == "$1" ]]; }
 
 sanitizer_clean() {
 	if grep -qE 'AddressSanitizer|LeakSanitizer|runtime error' "$1"; then
@@ -207,7 +209,7 @@ adm() { _tgtadm "$ctl" "$@" >/dev/null; }
 
 head -c 8M /dev/urandom >"$work/src"
 if mount_gw "$TGT_URL" "$work/daemon-grow.log" -o rescan_interval=1; then
-	check_eq "tgtd: listing" "$(ls "$mnt" | tr '\n' ' ')" "lun1 "
+	check_eq "tgtd: listing" "$(lun_files)" "lun1 "
 	check_eq "tgtd: lun1 size" "$(stat -c %s "$mnt/lun1")" 16777216
 	dd if="$work/src" of="$mnt/lun1" bs=1M count=1 conv=notrunc,fsync status=none
 
@@ -241,7 +243,7 @@ if mount_gw "$TGT_URL" "$work/daemon-grow.log" -o rescan_interval=1; then
 	if took=$(wait_for 10 listing_is "lun1 lun2 "); then
 		pass "add: lun2 appears (${took} s)"
 	else
-		fail "add: lun2 appears (listing: $(ls "$mnt" | tr '\n' ' '))"
+		fail "add: lun2 appears (listing: $(lun_files))"
 	fi
 	check_eq "add: lun2 size" "$(stat -c %s "$mnt/lun2" 2>/dev/null)" 8388608
 	dd if="$work/src" of="$mnt/lun2" bs=1M count=1 conv=notrunc,fsync status=none 2>/dev/null || true
@@ -253,7 +255,7 @@ if mount_gw "$TGT_URL" "$work/daemon-grow.log" -o rescan_interval=1; then
 	if took=$(wait_for 10 listing_is "lun1 "); then
 		pass "remove: lun2 disappears (${took} s)"
 	else
-		fail "remove: lun2 disappears (listing: $(ls "$mnt" | tr '\n' ' '))"
+		fail "remove: lun2 disappears (listing: $(lun_files))"
 	fi
 	rc=0
 	dd of=/dev/null bs=4096 count=1 iflag=direct status=none <&9 2>"$work/dd.log" || rc=$?
@@ -288,14 +290,14 @@ if mount_gw "$TGT_URL" "$work/daemon-ua.log" -o rescan_interval=0; then
 	if took=$(wait_for 5 listing_is "lun1 lun2 lun3 "); then
 		pass "REPORTED LUNS DATA HAS CHANGED: lun3 appears with rescans off (${took} s)"
 	else
-		fail "REPORTED LUNS DATA HAS CHANGED: lun3 appears with rescans off (listing: $(ls "$mnt" | tr '\n' ' '))"
+		fail "REPORTED LUNS DATA HAS CHANGED: lun3 appears with rescans off (listing: $(lun_files))"
 	fi
 	adm --op delete --mode logicalunit --tid 1 --lun 3
 	dd if="$mnt/lun1" of=/dev/null bs=4096 count=1 iflag=direct status=none || true
 	if took=$(wait_for 5 listing_is "lun1 lun2 "); then
 		pass "REPORTED LUNS DATA HAS CHANGED: lun3 goes with rescans off (${took} s)"
 	else
-		fail "REPORTED LUNS DATA HAS CHANGED: lun3 goes with rescans off (listing: $(ls "$mnt" | tr '\n' ' '))"
+		fail "REPORTED LUNS DATA HAS CHANGED: lun3 goes with rescans off (listing: $(lun_files))"
 	fi
 	unmount_gw
 	check_eq "ua: fusermount3 -u, exit status" "$gw_status" 0
