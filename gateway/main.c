@@ -24,6 +24,8 @@
 #include "../initiator/url.h"
 #include "credentials.h"
 #include "gateway.h"
+#include "transport_pick.h"
+#include "../initiator/iser.h"
 
 #ifndef ISERFUSE_VERSION
 #define ISERFUSE_VERSION "0.1.0"
@@ -43,6 +45,7 @@ struct options {
 	int cmd_timeout, noop_interval, noop_timeout; /* seconds; -1 = not given */
 	char *header_digest, *data_digest; /* -o header_digest=, data_digest=: none|crc32c|auto */
 	char *secret_file;   /* -o secret_file=PATH: CHAP credentials */
+	char *transport;     /* -o transport=auto|iser|tcp */
 	int ro;
 	int nonopts;
 	int show_help, show_version;
@@ -66,6 +69,7 @@ static const struct fuse_opt option_spec[] = {
 	OPT("header_digest=%s", header_digest),
 	OPT("data_digest=%s", data_digest),
 	OPT("secret_file=%s", secret_file),
+	OPT("transport=%s", transport),
 	FUSE_OPT_KEY("ro", KEY_RO),
 	FUSE_OPT_KEY("-h", KEY_HELP),
 	FUSE_OPT_KEY("--help", KEY_HELP),
@@ -102,6 +106,8 @@ static void usage(FILE *f)
 		"                           ISERFUSE_CHAP_MUTUAL_USERNAME, ISERFUSE_CHAP_MUTUAL_PASSWORD\n"
 		"    -o header_digest=D     CRC32C header digests: none (default), crc32c (required) or auto\n"
 		"    -o data_digest=D       CRC32C data digests: none (default), crc32c (required) or auto\n"
+		"    -o transport=T         auto (default: iSER when an RDMA device is on the route, else TCP),\n"
+		"                           iser (never falls back; also ?iser in the URL) or tcp\n"
 		"    -f                     stay in the foreground\n"
 		"    -d                     debug output (implies -f)\n"
 		"    -s                     single-threaded FUSE loop\n"
@@ -396,6 +402,7 @@ int main(int argc, char **argv)
 	struct iscsi_url url = {0};
 	struct gw_creds creds = {0};
 	struct gw g = {0};
+	struct iser_ctx *iser = NULL;
 	struct fuse_session *se = NULL;
 	char err[512] = "";
 	int ready_fd = -1, rc = 1, *sync_res = NULL;
@@ -435,8 +442,10 @@ int main(int argc, char **argv)
 		fprintf(stderr, "iserfuse: bad URL: %s\n", err);
 		goto out;
 	}
-	if (url.iser) {
-		fprintf(stderr, "iserfuse: iSER transport (?iser) is not available in this build\n");
+	enum gw_transport tmode;
+	if (gw_transport_parse(o.transport, url.iser, &tmode)) {
+		fprintf(stderr, "iserfuse: bad option 'transport=%s': auto, iser or tcp expected (not tcp with ?iser)\n",
+			o.transport);
 		goto out;
 	}
 	explicit_bzero(o.url, strlen(o.url));
@@ -507,21 +516,24 @@ int main(int argc, char **argv)
 	if (set_digests(&sc.neg, &url, &o))
 		goto out;
 
-	gw_creds_to_session(&creds, &sc);
-	int src = iscsi_session_open(&sc, &g.s, err, sizeof(err));
-	gw_creds_wipe_session(&sc);
-	if (src) {
-		fprintf(stderr, "iserfuse: %s\n", err);
-		goto out;
-	}
 	/* Each block request holds one slice and one command at a time: more slices than
-	 * task slots would only make requests wait for a task instead of a slice. */
+	 * task slots would only make requests wait for a task instead of a slice.  The
+	 * pool exists before the session: iSER registers it at the first connect. */
 	unsigned slices = o.pool_slices && o.pool_slices < qd ? o.pool_slices : qd;
 	int prc = buf_pool_create(&g.pool, max_io + 4 * BLOCK_SIZE_MAX, slices < 2 ? 2 : slices);
 	if (prc) {
 		fprintf(stderr, "iserfuse: cannot allocate the buffer pool (%u x %zu bytes): %s\n", slices,
 			max_io + 4 * BLOCK_SIZE_MAX, strerror(-prc));
-		goto out_session;
+		gw_creds_wipe_session(&sc);
+		goto out;
+	}
+	gw_creds_to_session(&creds, &sc);
+	int src = gw_session_open(tmode, &sc, g.pool, &iser, &g.s, err, sizeof(err));
+	gw_creds_wipe_session(&sc);
+	if (src) {
+		fprintf(stderr, "iserfuse: %s\n", err);
+		buf_pool_destroy(g.pool);
+		goto out;
 	}
 	if (open_luns(&g, &url, err, sizeof(err))) {
 		fprintf(stderr, "iserfuse: %s\n", err);
@@ -569,6 +581,7 @@ int main(int argc, char **argv)
 	rc = lrc < 0 ? 1 : 0;
 out_session:
 	iscsi_session_close(g.s, 10000);
+	iser_ctx_destroy(iser); /* after the session: its connections used the registration */
 	free(sync_res);
 	for (size_t i = 0; i < g.nluns; i++)
 		blk_dev_fini(&g.luns[i].dev);
@@ -584,6 +597,7 @@ out:
 		explicit_bzero(o.url, strlen(o.url));
 	free(o.url);
 	free(o.secret_file);
+	free(o.transport);
 	free(o.initiator_name);
 	free(o.header_digest);
 	free(o.data_digest);

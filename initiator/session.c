@@ -313,6 +313,10 @@ static void emit_command(struct iscsi_session *s, struct task *t, struct iscsi_t
 	iscsi_bhs_encode(&h, slot->bhs);
 	slot->data = imm ? t->cmd.buf : NULL;
 	slot->dlen = imm;
+	slot->xfer_buf = t->cmd.buf;
+	slot->xfer_len = t->cmd.len;
+	slot->xfer_unsol = t->cmd.dir == ISCSI_DIR_WRITE ? t->unsol_end : 0;
+	slot->xfer_dir = (uint8_t)t->cmd.dir;
 	t->cmd_sent = true;
 	s->stats.commands++;
 	next_r2t(t);
@@ -355,8 +359,12 @@ static int hook_tx_fill(void *arg, struct iscsi_tx_slot *slots, int max)
 	int n = 0;
 	struct task *requeue = NULL, **rq_tail = &requeue;
 
-	for (int i = 0; i < max; i++)
+	for (int i = 0; i < max; i++) {
 		slots[i].owner = NULL;
+		slots[i].xfer_buf = NULL;
+		slots[i].xfer_len = slots[i].xfer_unsol = 0;
+		slots[i].xfer_dir = 0;
+	}
 	pthread_mutex_lock(&s->lock);
 	if (!s->event_thread_known) {
 		s->event_thread = pthread_self();
@@ -524,6 +532,15 @@ static int rx_scsi_rsp(struct iscsi_session *s, const struct iscsi_bhs *h, const
 		}
 	}
 	set_residual(&c->res, t->cmd.len, h->u.rsp.underflow, h->u.rsp.overflow, h->u.rsp.residual);
+	if (s->t->ops->data_by_rdma && !c->res.err) {
+		/* iSER: the target placed the data by RDMA; the residual says how much */
+		if (t->cmd.dir == ISCSI_DIR_READ) {
+			t->rx_offset = c->res.xfer_len;
+			s->stats.bytes_read += c->res.xfer_len;
+		} else if (t->cmd.dir == ISCSI_DIR_WRITE && t->cmd.len > t->unsol_end) {
+			s->stats.bytes_written += t->cmd.len - t->unsol_end;
+		}
+	}
 	if (t->cmd.dir == ISCSI_DIR_READ && c->res.xfer_len > t->rx_offset) {
 		/* More data claimed than arrived (no or too small an underflow): the rest is stale. */
 		if (c->res.status == SCSI_STATUS_GOOD && !c->res.err) {
@@ -872,7 +889,9 @@ int iscsi_session_open(const struct iscsi_session_config *cfg, struct iscsi_sess
 	memcpy(s->isid, lc.isid, 6);
 	s->tsih = lr.tsih;
 	s->params = lr.params;
-	s->cmdsn = lr.expcmdsn;
+	/* §4.2.2.1: the first command carries the login's initial CmdSN (tgt's iSER
+	 * login answers ExpCmdSN one higher, then expects that CmdSN anyway) */
+	s->cmdsn = iscsi_sn_lt(lc.cmdsn, lr.expcmdsn) ? lc.cmdsn : lr.expcmdsn;
 	s->expcmdsn = lr.expcmdsn;
 	s->maxcmdsn = lr.maxcmdsn;
 	s->expstatsn = lr.expstatsn;
