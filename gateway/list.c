@@ -14,12 +14,21 @@
 #include <unistd.h>
 
 #include "../initiator/discovery.h"
+#include "../initiator/iser.h"
 #include "../initiator/log.h"
 #include "../initiator/url.h"
 #include "gateway.h"
 
 #define LIST_SCRATCH (64u * 1024u) /* REPORT LUNS reads at most 64 KiB */
 #define LIST_QUEUE_DEPTH 4u
+
+/* ?iser: every session of the listing goes over iSER with this context (the scratch pool registered once). */
+static struct iser_ctx *list_iser;
+
+static void note_registration(void *pool)
+{
+	buf_pool_note_registration(pool);
+}
 
 /* "64 MiB", "1.5 GiB", "512 B": binary units, at most one decimal. */
 static void human_size(uint64_t bytes, char *out, size_t cap)
@@ -109,6 +118,11 @@ static void list_portal(const char *target, const struct iscsi_portal *portal, c
 	snprintf(sc.target_name, sizeof(sc.target_name), "%s", target);
 	snprintf(sc.initiator_name, sizeof(sc.initiator_name), "%s", initiator_name);
 	iscsi_neg_config_default(&sc.neg);
+	if (list_iser) {
+		sc.transport = &iscsi_iser_transport;
+		sc.transport_ctx = list_iser;
+		iser_neg_config(&sc.neg);
+	}
 
 	int rc = iscsi_session_open(&sc, &s, err, sizeof(err));
 	if (rc == 0 && shown.tpgt < 0)
@@ -157,10 +171,6 @@ int gw_list(const char *url_text, const char *initiator_name_opt, unsigned login
 		fprintf(stderr, "iserfuse: bad URL: %s\n", err);
 		goto out;
 	}
-	if (url.iser) {
-		fprintf(stderr, "iserfuse: iSER transport (?iser) is not available in this build\n");
-		goto out;
-	}
 	if (url.user[0] || url.password[0]) {
 		fprintf(stderr, "iserfuse: CHAP credentials in the URL are not supported by --list yet\n");
 		goto out;
@@ -173,6 +183,22 @@ int gw_list(const char *url_text, const char *initiator_name_opt, unsigned login
 	dc.port = url.port;
 	dc.timeout_ms = timeout_ms;
 	iscsi_neg_config_default(&dc.neg);
+	int prc = buf_pool_create(&pool, LIST_SCRATCH, 1);
+	if (prc) {
+		fprintf(stderr, "iserfuse: cannot allocate the buffer pool: %s\n", strerror(-prc));
+		goto out;
+	}
+	if (url.iser) {
+		/* SendTargets and every session over iSER (RFC 7145), the pool registered once */
+		if (iser_ctx_create(&list_iser, buf_pool_base(pool), buf_pool_len(pool), LIST_QUEUE_DEPTH,
+				    note_registration, pool)) {
+			fprintf(stderr, "iserfuse: out of memory\n");
+			goto out;
+		}
+		dc.transport = &iscsi_iser_transport;
+		dc.transport_ctx = list_iser;
+		iser_neg_config(&dc.neg);
+	}
 
 	setvbuf(stdout, NULL, _IOLBF, 0);
 	signal(SIGALRM, watchdog);
@@ -184,11 +210,6 @@ int gw_list(const char *url_text, const char *initiator_name_opt, unsigned login
 	if (drc) {
 		printable(err);
 		fprintf(stderr, "iserfuse: %s\n", err[0] ? err : strerror(-drc));
-		goto out;
-	}
-	int prc = buf_pool_create(&pool, LIST_SCRATCH, 1);
-	if (prc) {
-		fprintf(stderr, "iserfuse: cannot allocate the buffer pool: %s\n", strerror(-prc));
 		goto out;
 	}
 	struct iscsi_portal fallback = {.port = url.port, .tpgt = -1, .ipv6 = strchr(url.host, ':') != NULL};
@@ -206,7 +227,10 @@ int gw_list(const char *url_text, const char *initiator_name_opt, unsigned login
 	}
 	rc = 0;
 out:
-	buf_pool_destroy(pool);
+	iser_ctx_destroy(list_iser);
+	list_iser = NULL;
+	if (pool)
+		buf_pool_destroy(pool);
 	iscsi_disc_list_free(&list);
 	iscsi_url_wipe(&url);
 	return rc;

@@ -282,6 +282,14 @@ static int open_luns(struct gw *g, const struct iscsi_url *url, char *err, size_
 		snprintf(l->name, sizeof(l->name), "lun%u", infos[i].lun);
 		l->ino = 2 + i;
 		l->ro = g->ro || infos[i].wp;
+		if (g->iser) {
+			/* one command moves at most ISER_MAX_CMD_BYTES: blkio splits larger requests */
+			uint32_t cap = ISER_MAX_CMD_BYTES / infos[i].cap.block_size;
+			if (!infos[i].have_block_limits || !infos[i].bl.max_xfer_len || infos[i].bl.max_xfer_len > cap) {
+				infos[i].have_block_limits = true;
+				infos[i].bl.max_xfer_len = cap;
+			}
+		}
 		if ((rc = blk_dev_init(&l->dev, g->s, g->pool, &infos[i], g->max_io))) {
 			snprintf(err, err_cap, "LUN %u: %s", infos[i].lun, strerror(-rc));
 			goto out;
@@ -529,6 +537,7 @@ int main(int argc, char **argv)
 	}
 	gw_creds_to_session(&creds, &sc);
 	int src = gw_session_open(tmode, &sc, g.pool, &iser, &g.s, err, sizeof(err));
+	g.iser = iser != NULL;
 	gw_creds_wipe_session(&sc);
 	if (src) {
 		fprintf(stderr, "iserfuse: %s\n", err);

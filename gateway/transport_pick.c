@@ -172,7 +172,7 @@ int gw_session_open(enum gw_transport mode, struct iscsi_session_config *sc, str
 		if (rc && mode == GW_TRANSPORT_ISER)
 			return rc;
 		if (rc) {
-			log_info("transport: TCP (%s)", err);
+			log_warn("transport: TCP (%s)", err);
 			err[0] = '\0';
 			mode = GW_TRANSPORT_TCP;
 		}
@@ -191,14 +191,18 @@ int gw_session_open(enum gw_transport mode, struct iscsi_session_config *sc, str
 		rc = iscsi_session_open(&ic, s, err, err_cap);
 		explicit_bzero(&ic, sizeof(ic));
 		if (rc == 0) {
-			log_info("transport: iSER (%s)", why);
+			/* auto: always say what was chosen (the default level shows warnings only) */
+			if (mode == GW_TRANSPORT_AUTO)
+				log_warn("transport: iSER (%s)", why);
+			else
+				log_info("transport: iSER (%s)", why);
 			return 0;
 		}
 		iser_ctx_destroy(*ctx);
 		*ctx = NULL;
 		if (mode == GW_TRANSPORT_ISER)
 			return rc;
-		log_info("transport: TCP (iSER failed: %s)", err);
+		log_warn("transport: TCP (iSER failed: %s)", err);
 		err[0] = '\0';
 	}
 	sc->transport = &iscsi_tcp_transport;

@@ -26,6 +26,13 @@
 struct iser_ctx;
 
 /*
+ * Most bytes one SCSI command moves over iSER: tgt's iSER driver gives
+ * every task one 512 KiB buffer (larger commands fail), and libiscsi's
+ * iSER has the same limit.  Larger I/O is split into several commands.
+ */
+#define ISER_MAX_CMD_BYTES (512u * 1024u)
+
+/*
  * Create a context for the payload region [base, base + len) (len may be
  * 0: no region, every buffer is bounced; for discovery).  queue_depth is
  * the session's (sizes queues and receive buffers).  registered(arg) is
