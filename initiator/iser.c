@@ -64,7 +64,8 @@
 #define ISER_CM_SIE_NOT_SUP 0x40u  /* §5.1.3.1: no Send with Invalidate (one MR, never invalidated) */
 
 #define ISER_RECV_DSL 8192u        /* InitiatorRecvDataSegmentLength we declare; the login limit too */
-#define ISER_TARGET_DSL 262144u    /* TargetRecvDataSegmentLength we offer (the target may lower it) */
+#define ISER_TARGET_DSL 8192u      /* TargetRecvDataSegmentLength we offer: the RFC 7145 default; LIO (ib_isert)
+                                    * posts receive buffers of 8 KiB + headers whatever it answers */
 #define ISER_SEND_COPY 8192u       /* most data a SEND carries from outside the region (copied) */
 #define ISER_UNEXPECTED 8u
 #define ISER_IMMEDIATE_RX 8u

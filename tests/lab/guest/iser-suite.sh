@@ -29,16 +29,18 @@ bash "$HERE/tgt-up.sh" 1G > "$OUT/tgt.log" 2>&1 || { fail "tgtd up"; note "$OUT/
 modprobe fuse
 pass "soft-RoCE and tgtd iSER target up"
 
-mount_lun() { # OPTIONS...: mount, wait for lun1
-	"$BUILD/iserfuse" -o "initiator_name=$NAME" "$@" "$URL" "$MNT" >> "$LOG" 2>&1 || return 1
-	for _ in $(seq 100); do [ -e "$MNT/lun1" ] && return 0; sleep 0.1; done
+LUNF=lun1
+mount_lun() { # OPTIONS...: mount, wait for $LUNF
+	"$BUILD/iserfuse" -o "initiator_name=$NAME" "$@" "$URL" "$MNT" >> "$LOG" 2>&1 || { echo "# iserfuse exit $?" >> "$LOG"; return 1; }
+	for _ in $(seq 300); do [ -e "$MNT/$LUNF" ] && return 0; sleep 0.1; done
+	echo "# no $MNT/$LUNF after 30 s" >> "$LOG"
 	return 1
 }
 umount_lun() { fusermount3 -u "$MNT" 2>/dev/null; for _ in $(seq 100); do mountpoint -q "$MNT" || return 0; sleep 0.1; done; return 1; }
 roundtrip() { # SIZE_MIB OFFSET_MIB BS: write random data with O_DIRECT, read back, compare
 	head -c "$(( $1 * 1048576 ))" /dev/urandom > /tmp/src
-	dd if=/tmp/src of="$MNT/lun1" bs="$3" seek="$(( $2 * 1048576 ))" oflag=direct,seek_bytes conv=notrunc status=none &&
-	dd if="$MNT/lun1" of=/tmp/back bs="$3" skip="$(( $2 * 1048576 ))" count="$(( $1 * 1048576 ))" \
+	dd if=/tmp/src of="$MNT/$LUNF" bs="$3" seek="$(( $2 * 1048576 ))" oflag=direct,seek_bytes conv=notrunc status=none &&
+	dd if="$MNT/$LUNF" of=/tmp/back bs="$3" skip="$(( $2 * 1048576 ))" count="$(( $1 * 1048576 ))" \
 		iflag=direct,skip_bytes,count_bytes status=none && cmp -s /tmp/src /tmp/back
 }
 
@@ -68,10 +70,11 @@ else
 	fail "mount with transport=auto"; note "$LOG"
 fi
 
-# 4 MiB requests: more than tgt's 512 KiB per command, split by the gateway
+# 4 MiB writes and reads: 1 MiB FUSE requests (FUSE's own limit), each split
+# into commands of at most tgt's 512 KiB
 : > "$LOG"
-if mount_lun -o transport=iser,max_io_kib=4096,queue_depth=16; then
-	check "4 MiB requests (max_io_kib=4096) read back" roundtrip 16 32 4M
+if mount_lun -o transport=iser,max_io_kib=1024,queue_depth=32; then
+	check "4 MiB I/O (1 MiB FUSE requests, 512 KiB commands) read back" roundtrip 16 32 4M
 	check "unmount" umount_lun
 else
 	fail "mount with max_io_kib=4096"; note "$LOG"
@@ -97,6 +100,36 @@ for imm in No Yes; do
 		fail "mount (ImmediateData=$imm)"; note "$LOG"
 	fi
 done
+
+# the kernel LIO target with ib_isert (ImmediateData=Yes by default: the
+# Write Base Offset then starts after the immediate part)
+if bash "$HERE/lio-up.sh" 256M > "$OUT/lio.log" 2>&1; then
+	URL_SAVE=$URL
+	URL="iscsi://$PORTAL:3261/iqn.2024-01.lab.rdma:lio/0"
+	LUNF=lun0
+	: > "$LOG"
+	if mount_lun -o transport=iser; then
+		check "LIO ib_isert: 8 MiB round trip (512 KiB requests)" roundtrip 8 0 512k
+		check "LIO ib_isert: unaligned 3000-byte write read back" bash -c "head -c 3000 /dev/urandom > /tmp/u; dd if=/tmp/u of=$MNT/lun0 bs=3000 seek=777 oflag=seek_bytes conv=notrunc status=none; dd if=$MNT/lun0 bs=3000 skip=777 iflag=skip_bytes count=1 status=none | cmp -s - /tmp/u"
+		check "unmount" umount_lun
+	else
+		fail "mount LIO over iSER"; note "$LOG"
+	fi
+	URL=$URL_SAVE
+	LUNF=lun1
+else
+	fail "LIO ib_isert target up"; note "$OUT/lio.log"
+fi
+
+# orderly teardown: no leak under valgrind (connect, I/O, logout, disconnect, destroy)
+if command -v valgrind > /dev/null; then
+	timeout 300 valgrind --leak-check=full --errors-for-leak-kinds=definite "$BUILD/tests/iserfuse-perf" -m 4 -r -n 200 \
+		"iscsi://$PORTAL/$IQN/1?iser" > "$OUT/valgrind.txt" 2>&1
+	check "valgrind: nothing definitely lost after an iSER session" grep -q "definitely lost: 0 bytes\|no leaks are possible" "$OUT/valgrind.txt"
+	grep -q "definitely lost: 0 bytes\|no leaks are possible" "$OUT/valgrind.txt" || note "$OUT/valgrind.txt"
+else
+	echo "ok - valgrind teardown check # SKIP valgrind not installed"
+fi
 
 # discovery and a login in one process, over iSER
 if timeout 60 "$BUILD/iserfuse" --list -o "initiator_name=$NAME" "iscsi://$PORTAL?iser" > "$OUT/list.txt" 2>&1 &&
@@ -130,8 +163,8 @@ check_eq "20 mount/unmount cycles over iSER" "$ok" 20
 	fi
 	for qd in 1 32 128; do
 		timeout -s INT 7 iscsi-perf -i iqn.2010-11.libiscsi:iscsi-perf -m $qd "iscsi://$PORTAL/$IQN/1?iser" > /tmp/ip.txt 2>&1
-		r=$(grep -o '[0-9]* IOPS' /tmp/ip.txt | tail -1)
-		echo "libiscsi iscsi-perf ?iser qd $qd (sequential): ${r:-failed}"
+		r=$(tr '\r' '\n' < /tmp/ip.txt | grep -o 'iops average [0-9]*' | tail -1 | awk '{print $3}')
+		echo "libiscsi iscsi-perf ?iser qd $qd (sequential): ${r:-failed} IOPS"
 	done
 } > "$OUT/perf.txt" 2>&1
 sed 's/^/# /' "$OUT/perf.txt"
@@ -140,7 +173,7 @@ sed 's/^/# /' "$OUT/perf.txt"
 : > "$LOG"
 if mount_lun -o transport=iser; then
 	tc qdisc add dev veth0 root netem loss 1% delay 1ms
-	check "4 MiB round trip under 1% loss" timeout 240 bash -c "$(declare -f roundtrip); MNT=$MNT roundtrip 4 200 256k"
+	check "4 MiB round trip under 1% loss" timeout 240 bash -c "$(declare -f roundtrip); MNT=$MNT LUNF=$LUNF roundtrip 4 200 256k"
 	tc qdisc del dev veth0 root
 	# target killed mid-I/O: the I/O fails (EIO) within the command timeout, never hangs
 	timeout 120 dd if="$MNT/lun1" of=/dev/null bs=1M count=1000 iflag=direct status=none &
