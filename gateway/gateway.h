@@ -36,6 +36,7 @@ struct gw {
 	size_t nluns;
 	size_t max_io;          /* bytes per FUSE read/write */
 	bool ro;
+	bool iser;              /* the session runs over iSER (per-command size cap) */
 	uid_t uid;
 	gid_t gid;
 	mode_t umask;           /* cleared from 0777 (directory) and 0666/0444 (LUN files) */

@@ -15,6 +15,7 @@
 #include <unistd.h>
 
 #include "../initiator/discovery.h"
+#include "../initiator/iser.h"
 #include "../initiator/log.h"
 #include "../initiator/url.h"
 #include "credentials.h"
@@ -22,6 +23,14 @@
 
 #define LIST_SCRATCH (64u * 1024u) /* REPORT LUNS reads at most 64 KiB */
 #define LIST_QUEUE_DEPTH 4u
+
+/* ?iser: every session of the listing goes over iSER with this context (the scratch pool registered once). */
+static struct iser_ctx *list_iser;
+
+static void note_registration(void *pool)
+{
+	buf_pool_note_registration(pool);
+}
 
 /* "64 MiB", "1.5 GiB", "512 B": binary units, at most one decimal. */
 static void human_size(uint64_t bytes, char *out, size_t cap)
@@ -164,6 +173,11 @@ static void list_portal(const char *target, const struct iscsi_portal *portal, c
 	memcpy(sc.chap_secret, creds->secret, sizeof(sc.chap_secret));
 	memcpy(sc.chap_mutual_user, creds->mutual_user, sizeof(sc.chap_mutual_user));
 	memcpy(sc.chap_mutual_secret, creds->mutual_secret, sizeof(sc.chap_mutual_secret));
+	if (list_iser) {
+		sc.transport = &iscsi_iser_transport;
+		sc.transport_ctx = list_iser;
+		iser_neg_config(&sc.neg);
+	}
 
 	progress("%s: logging in via %s:%u ...", progress_target, portal->host, portal->port);
 	int rc = iscsi_session_open(&sc, &s, err, sizeof(err));
@@ -217,10 +231,6 @@ int gw_list(const char *url_text, const char *initiator_name_opt, unsigned login
 		fprintf(stderr, "iserfuse: bad URL: %s\n", err);
 		goto out;
 	}
-	if (url.iser) {
-		fprintf(stderr, "iserfuse: iSER transport (?iser) is not available in this build\n");
-		goto out;
-	}
 	if (gw_creds_load(&creds, &url, secret_file))
 		goto out;
 	iscsi_url_wipe(&url); /* keeps host, port and target; the password is gone */
@@ -236,6 +246,22 @@ int gw_list(const char *url_text, const char *initiator_name_opt, unsigned login
 	memcpy(dc.chap_secret, creds.secret, sizeof(dc.chap_secret));
 	memcpy(dc.chap_mutual_user, creds.mutual_user, sizeof(dc.chap_mutual_user));
 	memcpy(dc.chap_mutual_secret, creds.mutual_secret, sizeof(dc.chap_mutual_secret));
+	int prc = buf_pool_create(&pool, LIST_SCRATCH, 1);
+	if (prc) {
+		fprintf(stderr, "iserfuse: cannot allocate the buffer pool: %s\n", strerror(-prc));
+		goto out;
+	}
+	if (url.iser) {
+		/* SendTargets and every session over iSER (RFC 7145), the pool registered once */
+		if (iser_ctx_create(&list_iser, buf_pool_base(pool), buf_pool_len(pool), LIST_QUEUE_DEPTH,
+				    note_registration, pool)) {
+			fprintf(stderr, "iserfuse: out of memory\n");
+			goto out;
+		}
+		dc.transport = &iscsi_iser_transport;
+		dc.transport_ctx = list_iser;
+		iser_neg_config(&dc.neg);
+	}
 
 	setvbuf(stdout, NULL, _IOLBF, 0);
 	signal(SIGALRM, watchdog);
@@ -261,11 +287,6 @@ int gw_list(const char *url_text, const char *initiator_name_opt, unsigned login
 		fprintf(stderr, "iserfuse: %s\n", err[0] ? err : strerror(-drc));
 		goto out;
 	}
-	int prc = buf_pool_create(&pool, LIST_SCRATCH, 1);
-	if (prc) {
-		fprintf(stderr, "iserfuse: cannot allocate the buffer pool: %s\n", strerror(-prc));
-		goto out;
-	}
 	struct iscsi_portal fallback = {.port = url.port, .tpgt = -1, .ipv6 = strchr(url.host, ':') != NULL};
 	snprintf(fallback.host, sizeof(fallback.host), "%s", url.host);
 	for (size_t i = 0; i < list.ntargets; i++) {
@@ -283,7 +304,10 @@ int gw_list(const char *url_text, const char *initiator_name_opt, unsigned login
 	rc = 0;
 out:
 	progress_clear();
-	buf_pool_destroy(pool);
+	iser_ctx_destroy(list_iser);
+	list_iser = NULL;
+	if (pool)
+		buf_pool_destroy(pool);
 	iscsi_disc_list_free(&list);
 	iscsi_url_wipe(&url);
 	gw_creds_wipe(&creds);

@@ -29,6 +29,8 @@
 #include "config.h"
 #include "credentials.h"
 #include "gateway.h"
+#include "transport_pick.h"
+#include "../initiator/iser.h"
 
 #ifndef ISERFUSE_VERSION
 #define ISERFUSE_VERSION "0.1.0"
@@ -51,6 +53,7 @@ struct options {
 	char *secret_file;   /* -o secret_file=PATH: CHAP credentials */
 	char *config;        /* -o config=PATH: the configuration file (default GW_CONFIG_DEFAULT if present) */
 	char *log_level;     /* -o log_level=error|warn|info|debug */
+	char *transport;     /* -o transport=auto|iser|tcp */
 	int ro;
 	int nonopts;
 	int show_help, show_version;
@@ -77,6 +80,7 @@ static const struct {
 	{"secret_file=", offsetof(struct options, secret_file)},
 	{"config=", offsetof(struct options, config)},
 	{"log_level=", offsetof(struct options, log_level)},
+	{"transport=", offsetof(struct options, transport)},
 };
 
 #define OPT(t, p) {t, offsetof(struct options, p), 1}
@@ -87,6 +91,7 @@ static const struct fuse_opt option_spec[] = {
 	{"secret_file=", -1U, KEY_STR + 3},
 	{"config=", -1U, KEY_STR + 4},
 	{"log_level=", -1U, KEY_STR + 5},
+	{"transport=", -1U, KEY_STR + 6},
 	OPT("queue_depth=%u", queue_depth),
 	OPT("max_io_kib=%u", max_io_kib),
 	OPT("pool_slices=%u", pool_slices),
@@ -149,6 +154,8 @@ static void usage(FILE *f)
 		"                           ISERFUSE_CHAP_USERNAME, ISERFUSE_CHAP_PASSWORD,\n"
 		"                           ISERFUSE_CHAP_MUTUAL_USERNAME, ISERFUSE_CHAP_MUTUAL_PASSWORD\n"
 		"    -o log_level=L         error, warn, info or debug (default warn; -d: debug)\n"
+		"    -o transport=T         auto (default: iSER when an RDMA device is on the route, else TCP),\n"
+		"                           iser (never falls back; also ?iser in the URL) or tcp\n"
 		"    -o umask=NNN           permission bits to clear (octal, default 077: files 0600, directory 0700)\n"
 		"    -o allow_other         let other users use the mount (default off; needs user_allow_other)\n"
 		"    -o _netdev, nofail, auto, noauto, user, users, nouser, defaults, x-*, comment=*\n"
@@ -609,6 +616,7 @@ int main(int argc, char **argv)
 	struct gw_creds creds = {0};
 	struct gw g = {0};
 	struct gw_config conf = {0};
+	struct iser_ctx *iser = NULL;
 	struct fuse_session *se = NULL;
 	char err[512] = "";
 	int ready_fd = -1, rc = 1, *sync_res = NULL;
@@ -652,8 +660,10 @@ int main(int argc, char **argv)
 		fprintf(stderr, "iserfuse: bad URL: %s\n", err);
 		goto out;
 	}
-	if (url.iser) {
-		fprintf(stderr, "iserfuse: iSER transport (?iser) is not available in this build\n");
+	enum gw_transport tmode;
+	if (gw_transport_parse(o.transport, url.iser, &tmode)) {
+		fprintf(stderr, "iserfuse: bad option 'transport=%s': auto, iser or tcp expected (not tcp with ?iser)\n",
+			o.transport);
 		goto out;
 	}
 	explicit_bzero(o.url, strlen(o.url));
@@ -736,24 +746,28 @@ int main(int argc, char **argv)
 	if (set_digests(&sc.neg, &url, &o))
 		goto out;
 
-	gw_creds_to_session(&creds, &sc);
 	sigset_t oldmask;
-	block_stop_signals(&oldmask); /* the event thread inherits the mask: only main takes them */
-	int src = iscsi_session_open(&sc, &g.s, err, sizeof(err));
-	pthread_sigmask(SIG_SETMASK, &oldmask, NULL);
-	gw_creds_wipe_session(&sc);
-	if (src) {
-		fprintf(stderr, "iserfuse: %s\n", err);
-		goto out;
-	}
 	/* Each block request holds one slice and one command at a time: more slices than
-	 * task slots would only make requests wait for a task instead of a slice. */
+	 * task slots would only make requests wait for a task instead of a slice.  The
+	 * pool exists before the session: iSER registers it at the first connect. */
 	unsigned slices = o.pool_slices && o.pool_slices < qd ? o.pool_slices : qd;
 	int prc = buf_pool_create(&g.pool, max_io + 4 * BLOCK_SIZE_MAX, slices < 2 ? 2 : slices);
 	if (prc) {
 		fprintf(stderr, "iserfuse: cannot allocate the buffer pool (%u x %zu bytes): %s\n", slices,
 			max_io + 4 * BLOCK_SIZE_MAX, strerror(-prc));
-		goto out_session;
+		gw_creds_wipe_session(&sc);
+		goto out;
+	}
+	gw_creds_to_session(&creds, &sc);
+	block_stop_signals(&oldmask); /* the event thread inherits the mask: only main takes them */
+	int src = gw_session_open(tmode, &sc, g.pool, &iser, &g.s, err, sizeof(err));
+	pthread_sigmask(SIG_SETMASK, &oldmask, NULL);
+	g.iser = iser != NULL;
+	gw_creds_wipe_session(&sc);
+	if (src) {
+		fprintf(stderr, "iserfuse: %s\n", err);
+		buf_pool_destroy(g.pool);
+		goto out;
 	}
 	g.retry_budget_ms = (uint32_t)(o.cmd_timeout > 0 ? o.cmd_timeout : 30) * 1000u;
 	block_stop_signals(&oldmask);
@@ -767,7 +781,7 @@ int main(int argc, char **argv)
 		fprintf(stderr, "iserfuse: %s\n", err);
 		goto out_session;
 	}
-	g.transport = sc.transport->name;
+	g.transport = g.iser ? iscsi_iser_transport.name : iscsi_tcp_transport.name;
 	if (gw_byid_build(&g)) {
 		fprintf(stderr, "iserfuse: out of memory\n");
 		goto out_session;
@@ -841,6 +855,7 @@ int main(int argc, char **argv)
 out_session:
 	blk_retry_destroy(g.retry); /* nothing parked now; before the session goes */
 	iscsi_session_close(g.s, 10000);
+	iser_ctx_destroy(iser); /* after the session: its connections used the registration */
 	free(sync_res);
 	for (size_t i = 0; i < g.nluns; i++)
 		blk_dev_fini(&g.luns[i].dev);
@@ -857,6 +872,7 @@ out:
 		explicit_bzero(o.url, strlen(o.url));
 	free(o.url);
 	free(o.secret_file);
+	free(o.transport);
 	free(o.initiator_name);
 	free(o.header_digest);
 	free(o.data_digest);

@@ -24,6 +24,7 @@
 #define RECONNECT_MAX_MS 1000
 #define BURST_PDUS_PER_FILL 8
 #define NOP_DATA_MAX 4096
+#define LOGIN_CMDSN 1 /* CmdSN of every login request (a new session each time, §6.3.5) */
 /* A task management request not answered within cmd_timeout/2 (2..10 s) escalates. */
 #define TMF_TIMEOUT_MIN_MS 2000
 #define TMF_TIMEOUT_MAX_MS 10000
@@ -394,6 +395,10 @@ static void emit_command(struct iscsi_session *s, struct task *t, struct iscsi_t
 	iscsi_bhs_encode(&h, slot->bhs);
 	slot->data = imm ? t->cmd.buf : NULL;
 	slot->dlen = imm;
+	slot->xfer_buf = t->cmd.buf;
+	slot->xfer_len = t->cmd.len;
+	slot->xfer_unsol = t->cmd.dir == ISCSI_DIR_WRITE ? t->unsol_end : 0;
+	slot->xfer_dir = (uint8_t)t->cmd.dir;
 	t->cmd_sent = true;
 	s->stats.commands++;
 	next_r2t(t);
@@ -436,8 +441,12 @@ static int hook_tx_fill(void *arg, struct iscsi_tx_slot *slots, int max)
 	int n = 0;
 	struct task *requeue = NULL, **rq_tail = &requeue;
 
-	for (int i = 0; i < max; i++)
+	for (int i = 0; i < max; i++) {
 		slots[i].owner = NULL;
+		slots[i].xfer_buf = NULL;
+		slots[i].xfer_len = slots[i].xfer_unsol = 0;
+		slots[i].xfer_dir = 0;
+	}
 	pthread_mutex_lock(&s->lock);
 	if (!s->event_thread_known) {
 		s->event_thread = pthread_self();
@@ -626,6 +635,15 @@ static int rx_scsi_rsp(struct iscsi_session *s, const struct iscsi_bhs *h, const
 		}
 	}
 	set_residual(&c->res, t->cmd.len, h->u.rsp.underflow, h->u.rsp.overflow, h->u.rsp.residual);
+	if (s->t->ops->data_by_rdma && !c->res.err) {
+		/* iSER: the target placed the data by RDMA; the residual says how much */
+		if (t->cmd.dir == ISCSI_DIR_READ) {
+			t->rx_offset = c->res.xfer_len;
+			s->stats.bytes_read += c->res.xfer_len;
+		} else if (t->cmd.dir == ISCSI_DIR_WRITE && t->cmd.len > t->unsol_end) {
+			s->stats.bytes_written += t->cmd.len - t->unsol_end;
+		}
+	}
 	if (t->cmd.dir == ISCSI_DIR_READ && c->res.xfer_len > t->rx_offset) {
 		/* More data claimed than arrived (no or too small an underflow): the rest is stale. */
 		if (c->res.status == SCSI_STATUS_GOOD && !c->res.err) {
@@ -1217,7 +1235,7 @@ static int connect_login(struct iscsi_session *s, int timeout_ms, struct iscsi_t
 	snprintf(lc.target_name, sizeof(lc.target_name), "%s", cfg->target_name);
 	memcpy(lc.isid, s->isid, sizeof(lc.isid));
 	lc.tsih = 0;
-	lc.cmdsn = 1;
+	lc.cmdsn = LOGIN_CMDSN;
 	lc.neg = cfg->neg;
 	lc.timeout_ms = timeout_ms;
 	memcpy(lc.chap_algs, s->chap_algs, sizeof(lc.chap_algs));
@@ -1290,7 +1308,9 @@ static void adopt_login(struct iscsi_session *s, struct iscsi_transport *t, cons
 	s->t = t;
 	s->tsih = lr->tsih;
 	s->params = lr->params;
-	s->cmdsn = lr->expcmdsn;
+	/* §4.2.2.1: the first command carries the login's initial CmdSN (tgt's iSER
+	 * login answers ExpCmdSN one higher, then expects that CmdSN anyway) */
+	s->cmdsn = iscsi_sn_lt(LOGIN_CMDSN, lr->expcmdsn) ? LOGIN_CMDSN : lr->expcmdsn;
 	s->expcmdsn = lr->expcmdsn;
 	s->maxcmdsn = lr->maxcmdsn;
 	s->expstatsn = lr->expstatsn;

@@ -339,12 +339,35 @@ int iscsi_text_add(char *buf, size_t cap, size_t *len, const char *key, const ch
 	return 0;
 }
 
+/* The iSER keys of RFC 7145 §6.3, after the others. */
+static int build_iser_offer(const struct iscsi_neg_config *cfg, char *buf, size_t cap, size_t *len)
+{
+	char num[11];
+	int rc = iscsi_text_add(buf, cap, len, "RDMAExtensions", "Yes");
+	if (!rc)
+		rc = iscsi_text_add(buf, cap, len, "InitiatorRecvDataSegmentLength",
+				    fmt_u32(num, clamp32(cfg->iser_initiator_recv_dsl, DSL_MIN, DSL_MAX)));
+	if (!rc)
+		rc = iscsi_text_add(buf, cap, len, "TargetRecvDataSegmentLength",
+				    fmt_u32(num, clamp32(cfg->iser_target_recv_dsl, DSL_MIN, DSL_MAX)));
+	if (!rc)
+		rc = iscsi_text_add(buf, cap, len, "MaxOutstandingUnexpectedPDUs", fmt_u32(num, cfg->iser_max_unexpected));
+	return rc;
+}
+
 int iscsi_neg_build_offer(const struct iscsi_neg_config *cfg, char *buf, size_t cap, size_t *len)
 {
 	if (cfg == NULL || len == NULL)
 		return -EINVAL;
 
 	size_t start = *len;
+	if (cfg->rdma_extensions) {
+		int rc = build_iser_offer(cfg, buf, cap, len);
+		if (rc) {
+			*len = start;
+			return rc;
+		}
+	}
 	for (int id = 0; id < K_COUNT; id++) {
 		const struct key_def *k = &keys[id];
 		uint32_t v = our_value(cfg, (enum key_id)id);
@@ -582,11 +605,67 @@ static void set_alias(struct iscsi_params *p, const char *value)
 	p->target_alias[l] = '\0';
 }
 
+/*
+ * The iSER keys (RFC 7145 §6.3) when we offered RDMAExtensions=Yes.
+ * Returns 1 for a key that is not one of them, else 0 or -EPROTO/-ENOSPC.
+ * TargetRecvDataSegmentLength and InitiatorRecvDataSegmentLength are
+ * declarations of each side's limit (the smaller one holds either way);
+ * MaxOutstandingUnexpectedPDUs is the target's own declaration.
+ */
+static int apply_iser_key(struct iscsi_neg *n, const char *key, const char *value, char *reply, size_t cap,
+			  size_t *reply_len)
+{
+	uint32_t v;
+	(void)reply;
+	(void)cap;
+	(void)reply_len;
+	if (strcmp(key, "RDMAExtensions") == 0) {
+		if (is_special(value))
+			return 0;
+		if (parse_bool(value, &v))
+			return -EPROTO;
+		n->params.rdma_extensions = v != 0;
+		return 0;
+	}
+	if (strcmp(key, "TargetRecvDataSegmentLength") == 0) {
+		if (is_special(value))
+			return 0;
+		if (parse_number(value, DSL_MIN, DSL_MAX, &v))
+			return -EPROTO;
+		uint32_t ours = clamp32(n->cfg.iser_target_recv_dsl, DSL_MIN, DSL_MAX);
+		n->iser_trdsl = v < ours ? v : ours;
+		return 0;
+	}
+	if (strcmp(key, "InitiatorRecvDataSegmentLength") == 0) {
+		if (is_special(value))
+			return 0;
+		if (parse_number(value, DSL_MIN, DSL_MAX, &v))
+			return -EPROTO;
+		uint32_t ours = clamp32(n->cfg.iser_initiator_recv_dsl, DSL_MIN, DSL_MAX);
+		n->iser_irdsl = v < ours ? v : ours;
+		return 0;
+	}
+	if (strcmp(key, "MaxOutstandingUnexpectedPDUs") == 0) {
+		if (is_special(value))
+			return 0;
+		if (parse_number(value, 0, UINT32_MAX, &v))
+			return -EPROTO;
+		n->params.max_unexpected = v;
+		return 0;
+	}
+	return 1;
+}
+
 int iscsi_neg_apply(struct iscsi_neg *n, const char *key, const char *value, char *reply, size_t cap,
 		    size_t *reply_len)
 {
 	if (n == NULL || key == NULL || value == NULL)
 		return -EPROTO;
+	if (n->cfg.rdma_extensions) {
+		int rc = apply_iser_key(n, key, value, reply, cap, reply_len);
+		if (rc <= 0)
+			return rc;
+	}
 
 	for (int i = 0; i < K_COUNT; i++) {
 		if (strcmp(key, keys[i].name) != 0)
@@ -647,6 +726,11 @@ void iscsi_neg_finish(struct iscsi_neg *n, struct iscsi_params *out)
 	}
 	if (n->params.first_burst > n->params.max_burst)
 		n->params.first_burst = n->params.max_burst;
+	if (n->cfg.rdma_extensions && n->params.rdma_extensions) {
+		/* RFC 7145 §6.3: these replace MaxRecvDataSegmentLength (default 8192 each) */
+		n->params.max_recv_dsl = n->iser_irdsl ? n->iser_irdsl : 8192;
+		n->params.max_xmit_dsl = n->iser_trdsl ? n->iser_trdsl : 8192;
+	}
 	if (out != NULL)
 		*out = n->params;
 }

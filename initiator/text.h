@@ -38,6 +38,15 @@ struct iscsi_neg_config {
 	bool initial_r2t;            /* InitialR2T offer */
 	uint32_t max_outstanding_r2t;
 	uint32_t default_time2wait, default_time2retain; /* seconds */
+	/*
+	 * iSER (RFC 7145 §6.3): offer RDMAExtensions=Yes and declare
+	 * InitiatorRecvDataSegmentLength (bytes we take in one SEND),
+	 * TargetRecvDataSegmentLength (our offer for the most we send) and
+	 * MaxOutstandingUnexpectedPDUs (unsolicited PDUs we can hold; 0 =
+	 * unlimited).  Off: none of these keys is sent.
+	 */
+	bool rdma_extensions;
+	uint32_t iser_initiator_recv_dsl, iser_target_recv_dsl, iser_max_unexpected;
 };
 
 /* Defaults we offer: MaxRecvDSL 256 KiB, MaxBurst 16 MiB, FirstBurst 256 KiB,
@@ -67,6 +76,10 @@ struct iscsi_params {
 	uint32_t erl, max_connections;
 	uint16_t target_portal_group_tag;
 	char target_alias[256];
+	/* RDMAExtensions=Yes agreed: max_recv_dsl and max_xmit_dsl then hold
+	 * InitiatorRecvDataSegmentLength and TargetRecvDataSegmentLength. */
+	bool rdma_extensions;
+	uint32_t max_unexpected;      /* the target's MaxOutstandingUnexpectedPDUs (0 = unlimited) */
 };
 
 /* RFC 7143 defaults for every key (§13), used before/without negotiation. */
@@ -102,6 +115,7 @@ struct iscsi_neg {
 	struct iscsi_params params;   /* result so far: starts as RFC defaults */
 	uint32_t offered;             /* bitmask of keys we offered (internal) */
 	uint32_t answered;            /* bitmask of offered keys the target answered (internal) */
+	uint32_t iser_irdsl, iser_trdsl; /* iSER lengths answered, 0 = not yet (internal) */
 };
 
 void iscsi_neg_init(struct iscsi_neg *n, const struct iscsi_neg_config *cfg);

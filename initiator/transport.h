@@ -15,6 +15,7 @@
 #ifndef ISERFUSE_TRANSPORT_H
 #define ISERFUSE_TRANSPORT_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -27,6 +28,15 @@ struct iscsi_tx_slot {
 	const void *data;  /* payload, owned by the session (pool slice or session buffer) */
 	uint32_t dlen;     /* bytes; the transport adds padding (and digests) */
 	void *owner;       /* the session's, handed back by tx_done */
+	/*
+	 * SCSI Command PDUs only (zero otherwise): the task's whole buffer, for
+	 * a transport that moves the data itself (iSER, RFC 7145 §9.2: the
+	 * STag and base offsets of the iSER header).
+	 */
+	void *xfer_buf;
+	uint32_t xfer_len;   /* Expected Data Transfer Length, bytes */
+	uint32_t xfer_unsol; /* bytes sent unsolicited (immediate data and Data-Out PDUs) */
+	uint8_t xfer_dir;    /* 1 = read, 2 = write (enum iscsi_dir) */
 };
 
 /* Session callbacks, all called on the transport's event thread. */
@@ -70,6 +80,13 @@ struct iscsi_transport;
 
 struct iscsi_transport_ops {
 	const char *name;
+	/*
+	 * The transport places the data itself (iSER: the target RDMA-writes
+	 * READ data and RDMA-reads WRITE data, RFC 7145 §7.3): no Data-In or
+	 * R2T PDUs arrive, and a SCSI Response completes a READ with its
+	 * residual telling how much was placed.
+	 */
+	bool data_by_rdma;
 	/*
 	 * Connect to host:port within timeout_ms.  ctx is the transport's own
 	 * per-mount context (for iSER: the device, protection domain and the

@@ -25,6 +25,7 @@
 
 #include "../../cache/pool.h"
 #include "../../initiator/log.h"
+#include "../../initiator/iser.h"
 #include "../../initiator/lun.h"
 #include "../../initiator/url.h"
 
@@ -112,10 +113,15 @@ static void slot_done(void *arg, const struct iscsi_cmd_result *res)
 		slot_finished();
 }
 
+static void note_reg(void *pool)
+{
+	buf_pool_note_registration(pool);
+}
+
 static void usage(void)
 {
 	fprintf(stderr, "usage: iserfuse-perf [-m QD] [-b BLOCKS] [-r] [-w] [-t SECONDS] [-n COUNT] "
-			"iscsi://host[:port]/target/lun\n");
+			"iscsi://host[:port]/target/lun[?iser]\n");
 	exit(2);
 }
 
@@ -172,6 +178,25 @@ int main(int argc, char **argv)
 		fprintf(stderr, "iserfuse-perf: bad digest choice\n");
 		return 1;
 	}
+	/* One payload pool, made before the session (iSER registers it at connect):
+	 * qd slices of up to 4 KiB blocks, and one for the probe. */
+	struct buf_pool *pool;
+	struct iscsi_lun_info info;
+	size_t slice = (size_t)blocks * 4096 > 65536 ? (size_t)blocks * 4096 : 65536;
+	if (buf_pool_create(&pool, slice, qd + 1)) {
+		fprintf(stderr, "iserfuse-perf: out of memory\n");
+		return 1;
+	}
+	struct iser_ctx *ictx = NULL;
+	if (u.iser) {
+		if (iser_ctx_create(&ictx, buf_pool_base(pool), buf_pool_len(pool), qd, note_reg, pool)) {
+			fprintf(stderr, "iserfuse-perf: out of memory\n");
+			return 1;
+		}
+		c.transport = &iscsi_iser_transport;
+		c.transport_ctx = ictx;
+		iser_neg_config(&c.neg);
+	}
 	iscsi_url_wipe(&u);
 	if (iscsi_session_open(&c, &g.s, err, sizeof(err))) {
 		fprintf(stderr, "iserfuse-perf: %s\n", err);
@@ -179,17 +204,9 @@ int main(int argc, char **argv)
 	}
 	explicit_bzero(&c, sizeof(c));
 
-	/* Probe with a one-slice pool, then size the payload pool from the block size. */
-	struct buf_pool *probe_pool, *pool;
-	struct iscsi_lun_info info;
-	if (buf_pool_create(&probe_pool, 65536, 1)) {
-		fprintf(stderr, "iserfuse-perf: out of memory\n");
-		return 1;
-	}
-	void *pbuf = buf_pool_get(probe_pool, NULL);
+	void *pbuf = buf_pool_get(pool, NULL);
 	int rc = iscsi_lun_probe(g.s, (uint16_t)u.lun, pbuf, 65536, &info);
-	buf_pool_put(probe_pool, pbuf);
-	buf_pool_destroy(probe_pool);
+	buf_pool_put(pool, pbuf);
 	if (rc || info.inq.device_type != 0 || info.cap.block_size == 0) {
 		fprintf(stderr, "iserfuse-perf: LUN %d: %s\n", u.lun, rc ? strerror(-rc) : "no disk at this LUN");
 		iscsi_session_close(g.s, 5000);
@@ -209,7 +226,7 @@ int main(int argc, char **argv)
 		iscsi_session_close(g.s, 5000);
 		return 1;
 	}
-	if (buf_pool_create(&pool, (size_t)g.blocks * g.bs, qd) || !(g.slots = calloc(qd, sizeof(*g.slots)))) {
+	if ((size_t)g.blocks * g.bs > slice || !(g.slots = calloc(qd, sizeof(*g.slots)))) {
 		fprintf(stderr, "iserfuse-perf: out of memory\n");
 		iscsi_session_close(g.s, 5000);
 		return 1;
@@ -262,6 +279,7 @@ int main(int argc, char **argv)
 	for (unsigned i = 0; i < qd; i++)
 		buf_pool_put(pool, g.slots[i].buf);
 	iscsi_session_close(g.s, 5000);
+	iser_ctx_destroy(ictx);
 	buf_pool_destroy(pool);
 	free(g.slots);
 	return errors ? 1 : 0;

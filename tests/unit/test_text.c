@@ -1082,3 +1082,54 @@ Test(neg, prefer_none_answers)
 	cr_assert_eq(ap("HeaderDigest", "None"), 0);
 	cr_assert_not(fin().header_digest);
 }
+
+/* RFC 7145 §6.3: the iSER keys offered, answered, and replacing MaxRecvDataSegmentLength. */
+Test(neg_iser, keys_offered_and_applied)
+{
+	struct iscsi_neg_config cfg;
+	iscsi_neg_config_default(&cfg);
+	cfg.rdma_extensions = true;
+	cfg.iser_initiator_recv_dsl = 8192;
+	cfg.iser_target_recv_dsl = 65536;
+	cfg.iser_max_unexpected = 8;
+	char buf[2048];
+	size_t len = 0;
+	cr_assert_eq(iscsi_neg_build_offer(&cfg, buf, sizeof(buf), &len), 0);
+	cr_assert(memmem(buf, len, "RDMAExtensions=Yes", 19) != NULL);
+	cr_assert(memmem(buf, len, "InitiatorRecvDataSegmentLength=8192", 36) != NULL);
+	cr_assert(memmem(buf, len, "TargetRecvDataSegmentLength=65536", 34) != NULL);
+	cr_assert(memmem(buf, len, "MaxOutstandingUnexpectedPDUs=8", 31) != NULL);
+
+	struct iscsi_neg n;
+	char reply[256];
+	size_t rl = 0;
+	iscsi_neg_init(&n, &cfg);
+	cr_assert_eq(iscsi_neg_apply(&n, "RDMAExtensions", "Yes", reply, sizeof(reply), &rl), 0);
+	cr_assert_eq(iscsi_neg_apply(&n, "TargetRecvDataSegmentLength", "262144", reply, sizeof(reply), &rl), 0);
+	cr_assert_eq(iscsi_neg_apply(&n, "InitiatorRecvDataSegmentLength", "4096", reply, sizeof(reply), &rl), 0);
+	cr_assert_eq(iscsi_neg_apply(&n, "MaxOutstandingUnexpectedPDUs", "0", reply, sizeof(reply), &rl), 0);
+	cr_assert_eq(iscsi_neg_apply(&n, "MaxRecvDataSegmentLength", "262144", reply, sizeof(reply), &rl), 0);
+	cr_assert_eq(iscsi_neg_apply(&n, "TargetRecvDataSegmentLength", "x", reply, sizeof(reply), &rl), -EPROTO);
+	struct iscsi_params p;
+	iscsi_neg_finish(&n, &p);
+	cr_assert(p.rdma_extensions);
+	cr_assert_eq(p.max_xmit_dsl, 65536);  /* the smaller of the two */
+	cr_assert_eq(p.max_recv_dsl, 4096);
+	cr_assert_eq(p.max_unexpected, 0);
+	cr_assert_eq(rl, 0); /* nothing owed */
+}
+
+/* Without the offer, the iSER keys are ignored and nothing changes. */
+Test(neg_iser, ignored_without_offer)
+{
+	struct iscsi_neg n;
+	char reply[256];
+	size_t rl = 0;
+	iscsi_neg_init(&n, NULL);
+	cr_assert_eq(iscsi_neg_apply(&n, "RDMAExtensions", "Yes", reply, sizeof(reply), &rl), 0);
+	cr_assert_eq(iscsi_neg_apply(&n, "TargetRecvDataSegmentLength", "4096", reply, sizeof(reply), &rl), 0);
+	struct iscsi_params p;
+	iscsi_neg_finish(&n, &p);
+	cr_assert(!p.rdma_extensions);
+	cr_assert_eq(p.max_xmit_dsl, 8192); /* RFC 7143 default MaxRecvDataSegmentLength */
+}
