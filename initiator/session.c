@@ -1308,9 +1308,13 @@ static void adopt_login(struct iscsi_session *s, struct iscsi_transport *t, cons
 	s->t = t;
 	s->tsih = lr->tsih;
 	s->params = lr->params;
-	/* §4.2.2.1: the first command carries the login's initial CmdSN (tgt's iSER
-	 * login answers ExpCmdSN one higher, then expects that CmdSN anyway) */
-	s->cmdsn = iscsi_sn_lt(LOGIN_CMDSN, lr->expcmdsn) ? LOGIN_CMDSN : lr->expcmdsn;
+	/*
+	 * §4.2.2.1: the first command carries the login's initial CmdSN, which
+	 * the Login Response's ExpCmdSN normally repeats.  tgt's iSER login
+	 * answers one higher and then expects the initial CmdSN anyway, so that
+	 * one case keeps the initial value; otherwise the target's ExpCmdSN.
+	 */
+	s->cmdsn = lr->expcmdsn == LOGIN_CMDSN + 1 ? LOGIN_CMDSN : lr->expcmdsn;
 	s->expcmdsn = lr->expcmdsn;
 	s->maxcmdsn = lr->maxcmdsn;
 	s->expstatsn = lr->expstatsn;
