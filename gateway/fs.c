@@ -8,6 +8,7 @@
  */
 #include <errno.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
 
@@ -170,7 +171,17 @@ static void gw_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 		return;
 	}
 	fi->keep_cache = 0; /* another initiator may have written since */
-	fuse_reply_open(req, fi);
+	if (g->cache) {
+		struct gw_file *f = calloc(1, sizeof(*f));
+		if (!f) {
+			fuse_reply_err(req, ENOMEM);
+			return;
+		}
+		f->direct = (fi->flags & O_DIRECT) != 0;
+		fi->fh = (uint64_t)(uintptr_t)f;
+	}
+	if (fuse_reply_open(req, fi) == -ENOENT && g->cache)
+		free((void *)(uintptr_t)fi->fh); /* interrupted: no release will come */
 }
 
 /* A lost or broken connection reaches the file's user as EIO, as on a disk. */
@@ -200,11 +211,20 @@ static void read_done(void *arg, int err, const void *data, size_t len)
 		fuse_reply_buf(req, data, len);
 }
 
+/* Replies point into cache blocks or the read's slice: no copy. */
+static void cached_read_done(void *arg, int err, const struct iovec *iov, int n)
+{
+	fuse_req_t req = arg;
+	if (err)
+		fuse_reply_err(req, io_errno(err));
+	else
+		fuse_reply_iov(req, iov, n);
+}
+
 static void gw_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off, struct fuse_file_info *fi)
 {
 	struct gw *g = gw_of(req);
 	struct gw_lun *l = lun_by_ino(g, ino);
-	(void)fi;
 	if (!l) {
 		fuse_reply_err(req, EBADF);
 		return;
@@ -221,7 +241,14 @@ static void gw_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off, stru
 		size = l->dev.size - (uint64_t)off;
 	if (size > g->max_io)
 		size = g->max_io;
-	int rc = blk_read(&l->dev, (uint64_t)off, size, read_done, req);
+	int rc;
+	if (l->cdev) {
+		struct gw_file *f = (struct gw_file *)(uintptr_t)fi->fh;
+		rc = bcache_read(l->cdev, f ? &f->stream : NULL, (uint64_t)off, size, f && f->direct, cached_read_done,
+				 req);
+	} else {
+		rc = blk_read(&l->dev, (uint64_t)off, size, read_done, req);
+	}
 	if (rc)
 		fuse_reply_err(req, -rc);
 }
@@ -236,6 +263,45 @@ static void write_done(void *arg, int err, const void *data, size_t len)
 		fuse_reply_write(req, len);
 }
 
+struct cached_write_ctx {
+	fuse_req_t req;
+	struct gw_lun *l;
+	struct bcache_write *w;
+};
+
+static void cached_write_done(void *arg, int err, const void *data, size_t len)
+{
+	struct cached_write_ctx *cw = arg;
+	bcache_write_end(cw->l->cdev, cw->w, err);
+	write_done(cw->req, err, data, len);
+	free(cw);
+}
+
+/*
+ * With the cache: write-back keeps the data (the slice goes back unsent);
+ * otherwise the write goes out with its cached blocks updated first.
+ * O_DIRECT writes are never kept.
+ */
+static void cached_write(fuse_req_t req, struct gw_lun *l, const struct gw_file *f, struct blk_req *r, uint64_t off,
+			 size_t len, const void *payload)
+{
+	if (!(f && f->direct) && bcache_write_absorb(l->cdev, off, len, payload)) {
+		blk_write_cancel(r);
+		fuse_reply_write(req, len);
+		return;
+	}
+	struct cached_write_ctx *cw = malloc(sizeof(*cw));
+	if (!cw) {
+		blk_write_cancel(r);
+		fuse_reply_err(req, ENOMEM);
+		return;
+	}
+	cw->req = req;
+	cw->l = l;
+	cw->w = bcache_write_begin(l->cdev, off, len, payload);
+	blk_write_submit(r, cached_write_done, cw);
+}
+
 static void gw_write_buf(fuse_req_t req, fuse_ino_t ino, struct fuse_bufvec *bufv, off_t off,
 			 struct fuse_file_info *fi)
 {
@@ -243,7 +309,6 @@ static void gw_write_buf(fuse_req_t req, fuse_ino_t ino, struct fuse_bufvec *buf
 	struct gw_lun *l = lun_by_ino(g, ino);
 	size_t len = fuse_buf_size(bufv);
 	void *payload;
-	(void)fi;
 	if (!l) {
 		fuse_reply_err(req, EBADF);
 		return;
@@ -282,6 +347,10 @@ static void gw_write_buf(fuse_req_t req, fuse_ino_t ino, struct fuse_bufvec *buf
 		fuse_reply_err(req, got < 0 ? (int)-got : EIO);
 		return;
 	}
+	if (l->cdev) {
+		cached_write(req, l, (struct gw_file *)(uintptr_t)fi->fh, r, (uint64_t)off, len, payload);
+		return;
+	}
 	blk_write_submit(r, write_done, req);
 }
 
@@ -299,9 +368,14 @@ static void do_sync(fuse_req_t req, fuse_ino_t ino)
 		fuse_reply_err(req, ino == ROOT_INO ? 0 : EBADF);
 		return;
 	}
-	int rc = blk_sync(&l->dev, sync_done, req);
+	int rc = gw_lun_sync(l, sync_done, req);
 	if (rc)
 		fuse_reply_err(req, -rc);
+}
+
+int gw_lun_sync(struct gw_lun *l, blk_done_fn cb, void *arg)
+{
+	return l->cdev ? bcache_flush(l->cdev, cb, arg) : blk_sync(&l->dev, cb, arg);
 }
 
 static void gw_flush(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
@@ -317,10 +391,23 @@ static void gw_fsync(fuse_req_t req, fuse_ino_t ino, int datasync, struct fuse_f
 	do_sync(req, ino);
 }
 
+static void release_done(void *arg, int err, const void *data, size_t len)
+{
+	(void)data;
+	(void)len;
+	(void)err; /* close(2) has returned; flush reported errors to it */
+	fuse_reply_err((fuse_req_t)arg, 0);
+}
+
 static void gw_release(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 {
-	(void)ino;
-	(void)fi;
+	struct gw *g = gw_of(req);
+	struct gw_lun *l = lun_by_ino(g, ino);
+	free((void *)(uintptr_t)fi->fh);
+	/* Write-back: the last close writes the dirty blocks back. */
+	if (l && l->cdev && g->writeback && (fi->flags & O_ACCMODE) != O_RDONLY &&
+	    bcache_flush(l->cdev, release_done, req) == 0)
+		return;
 	fuse_reply_err(req, 0);
 }
 

@@ -12,6 +12,7 @@
 #include <stdbool.h>
 #include <time.h>
 
+#include "../cache/bcache.h"
 #include "../cache/blkio.h"
 #include "../cache/pool.h"
 #include "../initiator/lun.h"
@@ -24,6 +25,7 @@ struct gw_lun {
 	bool ro;                /* -o ro or write protected */
 	struct iscsi_lun_info info;
 	struct blk_dev dev;
+	struct bcache_dev *cdev; /* NULL: no block cache */
 };
 
 struct gw {
@@ -37,7 +39,24 @@ struct gw {
 	gid_t gid;
 	mode_t umask;           /* cleared from 0777 (directory) and 0666/0444 (LUN files) */
 	struct timespec mtime;
+	struct bcache *cache;   /* NULL: -o cache_size=0 */
+	bool writeback;         /* -o writeback */
+	void **cache_slices;    /* pool slices holding the cache blocks */
+	unsigned ncache_slices;
 };
+
+/* Per open LUN file (fi->fh) while the block cache is on. */
+struct gw_file {
+	bool direct;                /* opened O_DIRECT: the cache is bypassed */
+	struct bcache_stream stream;
+};
+
+/*
+ * Make everything written to l durable: write back its dirty cache
+ * blocks, then SYNCHRONIZE CACHE (SBC-3 §5.22).  cb is called once.
+ * Returns 0 or a negative errno (fs.c).
+ */
+int gw_lun_sync(struct gw_lun *l, blk_done_fn cb, void *arg);
 
 /* The FUSE low-level operations (fs.c); userdata is a struct gw. */
 extern const struct fuse_lowlevel_ops gw_ops;

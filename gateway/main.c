@@ -20,6 +20,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "../cache/bcache_blk.h"
 #include "../initiator/log.h"
 #include "../initiator/url.h"
 #include "credentials.h"
@@ -32,6 +33,8 @@
 #define DEFAULT_MAX_IO (512u * 1024u)
 #define DEFAULT_QUEUE_DEPTH 128u
 #define BLOCK_SIZE_MAX 4096u
+#define DEFAULT_CACHE_SIZE (64ull << 20)
+#define CACHE_BLOCK_MAX (64u * 1024u)
 
 struct options {
 	char *url;
@@ -49,6 +52,8 @@ struct options {
 	int list;            /* --list: discovery, no mount */
 	int has_umask;
 	unsigned umask;      /* -o umask=NNN (octal) */
+	char *cache_size;    /* -o cache_size=N[KMG] (bytes) */
+	int writeback;       /* -o writeback */
 };
 
 enum { KEY_RO, KEY_HELP, KEY_VERSION, KEY_LIST, KEY_UMASK };
@@ -66,6 +71,8 @@ static const struct fuse_opt option_spec[] = {
 	OPT("header_digest=%s", header_digest),
 	OPT("data_digest=%s", data_digest),
 	OPT("secret_file=%s", secret_file),
+	OPT("cache_size=%s", cache_size),
+	OPT("writeback", writeback),
 	FUSE_OPT_KEY("ro", KEY_RO),
 	FUSE_OPT_KEY("-h", KEY_HELP),
 	FUSE_OPT_KEY("--help", KEY_HELP),
@@ -100,6 +107,8 @@ static void usage(FILE *f)
 		"                           ?target_password= for mutual CHAP), then secret_file, then\n"
 		"                           ISERFUSE_CHAP_USERNAME, ISERFUSE_CHAP_PASSWORD,\n"
 		"                           ISERFUSE_CHAP_MUTUAL_USERNAME, ISERFUSE_CHAP_MUTUAL_PASSWORD\n"
+		"    -o cache_size=N        block cache size in bytes, K/M/G suffixes (default 64M, 0 = no cache)\n"
+		"    -o writeback           keep written blocks in the cache until fsync, close or memory pressure\n"
 		"    -o header_digest=D     CRC32C header digests: none (default), crc32c (required) or auto\n"
 		"    -o data_digest=D       CRC32C data digests: none (default), crc32c (required) or auto\n"
 		"    -f                     stay in the foreground\n"
@@ -309,7 +318,7 @@ static void sync_all_done(void *arg, int err, const void *data, size_t len)
 static void sync_all(struct gw *g, int *res)
 {
 	for (size_t i = 0; i < g->nluns; i++) {
-		if (g->luns[i].ro || blk_sync(&g->luns[i].dev, sync_all_done, &res[i]))
+		if (g->luns[i].ro || gw_lun_sync(&g->luns[i], sync_all_done, &res[i]))
 			continue;
 		for (int waited = 0; !__atomic_load_n(&res[i], __ATOMIC_SEQ_CST) && waited < 30000; waited += 10)
 			usleep(10000);
@@ -319,6 +328,87 @@ static void sync_all(struct gw *g, int *res)
 		else if (r == 0)
 			log_err("%s: no answer to SYNCHRONIZE CACHE within 30 s", g->luns[i].name);
 	}
+}
+
+/* ---- the block cache ---- */
+
+/* "64M", "1G", "0", "65536": bytes into *out; -1 if malformed. */
+static int parse_size(const char *s, unsigned long long *out)
+{
+	char *end = NULL;
+	errno = 0;
+	unsigned long long v = strtoull(s, &end, 10);
+	if (end == s || errno)
+		return -1;
+	unsigned shift = 0;
+	switch (*end) {
+	case 'k': case 'K': shift = 10; end++; break;
+	case 'm': case 'M': shift = 20; end++; break;
+	case 'g': case 'G': shift = 30; end++; break;
+	default: break;
+	}
+	if (*end || v > (1ull << 40) >> shift)
+		return -1;
+	*out = v << shift;
+	return 0;
+}
+
+/*
+ * Cache blocks live in pool slices taken out of circulation here (the
+ * pool was created with that many extra slices), so that one RDMA
+ * registration covers them and fills land in registered memory.
+ */
+static int setup_cache(struct gw *g, unsigned long long bytes, unsigned nslices, size_t cblock)
+{
+	size_t per_slice = buf_pool_slice_size(g->pool) / cblock;
+	unsigned nblocks = (unsigned)((bytes + cblock - 1) / cblock);
+	void **bufs = calloc(nblocks, sizeof(*bufs));
+	g->cache_slices = calloc(nslices, sizeof(*g->cache_slices));
+	if (!bufs || !g->cache_slices) {
+		free(bufs);
+		return -ENOMEM;
+	}
+	for (unsigned i = 0; i < nblocks; i++) {
+		if (i % per_slice == 0)
+			g->cache_slices[g->ncache_slices++] = buf_pool_get(g->pool, NULL);
+		bufs[i] = (uint8_t *)g->cache_slices[g->ncache_slices - 1] + (i % per_slice) * cblock;
+	}
+	int rc = bcache_create(&g->cache, cblock, nblocks, bufs, g->writeback);
+	free(bufs);
+	for (size_t i = 0; !rc && i < g->nluns; i++) {
+		struct bcache_backend be;
+		bcache_blk_backend(&be, &g->luns[i].dev);
+		rc = bcache_dev_add(g->cache, &be, &g->luns[i].cdev);
+	}
+	if (!rc)
+		log_info("block cache: %u blocks of %zu KiB, %s", nblocks, cblock / 1024,
+			 g->writeback ? "write-back" : "write-through");
+	return rc;
+}
+
+static void teardown_cache(struct gw *g)
+{
+	if (g->cache) {
+		struct bcache_stats st;
+		bcache_get_stats(g->cache, &st);
+		log_info("block cache: %llu hits, %llu misses, %llu bypassed reads, read-ahead %llu bytes "
+			 "(%llu used, %llu wasted), %llu blocks written back, %llu dirty left",
+			 (unsigned long long)st.hits, (unsigned long long)st.misses,
+			 (unsigned long long)st.bypass_reads, (unsigned long long)st.ra_bytes,
+			 (unsigned long long)st.ra_used_bytes, (unsigned long long)st.ra_wasted_bytes,
+			 (unsigned long long)st.writeback_blocks, (unsigned long long)st.dirty_blocks);
+	}
+	for (size_t i = 0; i < g->nluns; i++) {
+		bcache_dev_remove(g->luns[i].cdev);
+		g->luns[i].cdev = NULL;
+	}
+	bcache_destroy(g->cache);
+	g->cache = NULL;
+	for (unsigned i = 0; i < g->ncache_slices; i++)
+		buf_pool_put(g->pool, g->cache_slices[i]);
+	free(g->cache_slices);
+	g->cache_slices = NULL;
+	g->ncache_slices = 0;
 }
 
 /* ---- daemon start-up ---- */
@@ -465,7 +555,14 @@ int main(int argc, char **argv)
 		fprintf(stderr, "iserfuse: queue_depth must be 1..4096 and max_io_kib a multiple of 4 in 4..4096\n");
 		goto out;
 	}
+	unsigned long long cache_bytes = DEFAULT_CACHE_SIZE;
+	if (o.cache_size && parse_size(o.cache_size, &cache_bytes)) {
+		fprintf(stderr, "iserfuse: bad option 'cache_size=%s': a size in bytes (K, M, G suffixes) up to 1T expected\n",
+			o.cache_size);
+		goto out;
+	}
 	g.max_io = max_io;
+	g.writeback = o.writeback && cache_bytes;
 	g.ro = o.ro;
 	g.uid = getuid();
 	g.gid = getgid();
@@ -517,7 +614,16 @@ int main(int argc, char **argv)
 	/* Each block request holds one slice and one command at a time: more slices than
 	 * task slots would only make requests wait for a task instead of a slice. */
 	unsigned slices = o.pool_slices && o.pool_slices < qd ? o.pool_slices : qd;
-	int prc = buf_pool_create(&g.pool, max_io + 4 * BLOCK_SIZE_MAX, slices < 2 ? 2 : slices);
+	if (slices < 2)
+		slices = 2;
+	size_t cache_block = CACHE_BLOCK_MAX; /* a power of two that fits a slice */
+	while (cache_block > max_io + 4 * BLOCK_SIZE_MAX)
+		cache_block /= 2;
+	size_t cache_per_slice = (max_io + 4 * BLOCK_SIZE_MAX) / cache_block;
+	unsigned cache_slices =
+		(unsigned)((cache_bytes + (unsigned long long)cache_per_slice * cache_block - 1) /
+			   ((unsigned long long)cache_per_slice * cache_block));
+	int prc = buf_pool_create(&g.pool, max_io + 4 * BLOCK_SIZE_MAX, slices + cache_slices);
 	if (prc) {
 		fprintf(stderr, "iserfuse: cannot allocate the buffer pool (%u x %zu bytes): %s\n", slices,
 			max_io + 4 * BLOCK_SIZE_MAX, strerror(-prc));
@@ -525,6 +631,10 @@ int main(int argc, char **argv)
 	}
 	if (open_luns(&g, &url, err, sizeof(err))) {
 		fprintf(stderr, "iserfuse: %s\n", err);
+		goto out_session;
+	}
+	if (cache_bytes && (prc = setup_cache(&g, cache_bytes, cache_slices, cache_block))) {
+		fprintf(stderr, "iserfuse: cannot set up the block cache: %s\n", strerror(-prc));
 		goto out_session;
 	}
 	if (fuse_set_signal_handlers(se) || fuse_session_mount(se, cmd.mountpoint)) {
@@ -569,6 +679,7 @@ int main(int argc, char **argv)
 	rc = lrc < 0 ? 1 : 0;
 out_session:
 	iscsi_session_close(g.s, 10000);
+	teardown_cache(&g);
 	free(sync_res);
 	for (size_t i = 0; i < g.nluns; i++)
 		blk_dev_fini(&g.luns[i].dev);
@@ -584,6 +695,7 @@ out:
 		explicit_bzero(o.url, strlen(o.url));
 	free(o.url);
 	free(o.secret_file);
+	free(o.cache_size);
 	free(o.initiator_name);
 	free(o.header_digest);
 	free(o.data_digest);
