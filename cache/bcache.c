@@ -3,6 +3,7 @@
 
 #include <errno.h>
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -50,6 +51,7 @@ struct bcache_dev {
 	unsigned wb_inflight;         /* write-backs in flight */
 	int wb_err;                   /* first write-back error since the last flush reported */
 	struct flush_waiter *fw;      /* bcache_flush calls waiting for wb_inflight == 0 */
+	atomic_uint ncached;          /* its blocks in the cache (any state); written under the lock */
 };
 
 struct bcache {
@@ -180,6 +182,8 @@ static void entry_free(struct bcache *c, struct entry *e)
 {
 	if (e->ra)
 		c->st.ra_wasted_bytes += blen(e->dev, e->blk);
+	if (e->dev)
+		atomic_fetch_sub(&e->dev->ncached, 1);
 	e->state = E_FREE;
 	e->dev = NULL;
 	e->ra = e->stale = e->refbit = false;
@@ -213,6 +217,7 @@ static struct entry *entry_new(struct bcache *c, struct bcache_dev *d, uint64_t 
 	if (!e)
 		return NULL;
 	e->dev = d;
+	atomic_fetch_add(&d->ncached, 1);
 	e->blk = blk;
 	e->state = s;
 	e->refs = 0;
@@ -777,6 +782,8 @@ void bcache_dev_remove(struct bcache_dev *d)
 	pthread_mutex_unlock(&c->lock);
 	free(d);
 }
+
+bool bcache_dev_empty(struct bcache_dev *d) { return atomic_load(&d->ncached) == 0; }
 
 void bcache_get_stats(struct bcache *c, struct bcache_stats *out)
 {

@@ -98,6 +98,12 @@ int bcache_read(struct bcache_dev *d, struct bcache_stream *st, uint64_t off, si
 		bcache_read_fn cb, void *arg);
 
 /*
+ * Whether d has no block in the cache: an O_DIRECT read may then go to the
+ * backend straight (nothing cached can be newer).  Lock-free.
+ */
+bool bcache_dev_empty(struct bcache_dev *d);
+
+/*
  * Write-back: keep the write of len bytes at off in the cache.  Returns
  * true when it was absorbed (done: nothing to send); false when the caller
  * must write through (write-through cache, a partial block not cached, an

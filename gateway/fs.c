@@ -242,8 +242,8 @@ static void gw_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off, stru
 	if (size > g->max_io)
 		size = g->max_io;
 	int rc;
-	if (l->cdev) {
-		struct gw_file *f = (struct gw_file *)(uintptr_t)fi->fh;
+	struct gw_file *f = l->cdev ? (struct gw_file *)(uintptr_t)fi->fh : NULL;
+	if (l->cdev && !(f && f->direct && bcache_dev_empty(l->cdev))) {
 		rc = bcache_read(l->cdev, f ? &f->stream : NULL, (uint64_t)off, size, f && f->direct, cached_read_done,
 				 req);
 	} else {
