@@ -53,8 +53,13 @@ static void gw_init(void *userdata, struct fuse_conn_info *conn)
 	conn->max_read = (unsigned)g->max_io; /* equals the max_read mount option */
 	conn->max_background = 128;
 	conn->congestion_threshold = 96;
-	if (conn->capable & FUSE_CAP_SPLICE_READ)
-		conn->want |= FUSE_CAP_SPLICE_READ; /* write payload spliced from /dev/fuse into our slice */
+	/*
+	 * No splice from /dev/fuse (libfuse turns it on by default when write_buf
+	 * is set): the payload must end up in memory (a pool slice), and splice
+	 * into a pipe then read from it copies as often as one read, with two or
+	 * three system calls per request instead of one.
+	 */
+	conn->want &= ~(unsigned)FUSE_CAP_SPLICE_READ;
 }
 
 static void gw_lookup(fuse_req_t req, fuse_ino_t parent, const char *name)
