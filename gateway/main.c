@@ -616,8 +616,8 @@ int main(int argc, char **argv)
 	unsigned slices = o.pool_slices && o.pool_slices < qd ? o.pool_slices : qd;
 	if (slices < 2)
 		slices = 2;
-	size_t cache_block = CACHE_BLOCK_MAX; /* a power of two that fits a slice */
-	while (cache_block > max_io + 4 * BLOCK_SIZE_MAX)
+	size_t cache_block = CACHE_BLOCK_MAX; /* a power of two, at most one request */
+	while (cache_block > max_io)
 		cache_block /= 2;
 	size_t cache_per_slice = (max_io + 4 * BLOCK_SIZE_MAX) / cache_block;
 	unsigned cache_slices =
