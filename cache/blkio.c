@@ -24,6 +24,7 @@ struct blk_req {
 	uint8_t *payload;            /* slice + off - lba0 * bs */
 	enum phase phase;
 	bool head, tail;             /* edge blocks need reading */
+	bool ext;                    /* READ into a caller's buffer: slice is that buffer, r is malloc'd */
 	uint32_t done_blk, cur_blk;
 	int retries;
 	uint64_t retry_t0;           /* ms, first failure of the current command */
@@ -136,6 +137,10 @@ static void finish(struct blk_req *r, int err)
 		return;
 	}
 	r->cb(r->arg, err, r->phase == PH_READ && !err ? r->payload : NULL, err ? 0 : r->len);
+	if (r->ext) {
+		free(r);
+		return;
+	}
 	buf_pool_put(d->pool, r->slice);
 }
 
@@ -295,6 +300,27 @@ int blk_read(struct blk_dev *d, uint64_t off, size_t len, blk_done_fn cb, void *
 	struct blk_req *r = req_new(d, off, len);
 	if (!r)
 		return -EINVAL;
+	r->phase = PH_READ;
+	r->cb = cb;
+	r->arg = arg;
+	submit(r);
+	return 0;
+}
+
+int blk_read_into(struct blk_dev *d, uint64_t off, size_t len, void *buf, blk_done_fn cb, void *arg)
+{
+	if (len == 0 || len > d->max_io || off >= d->size || len > d->size - off || off % d->bs || len % d->bs)
+		return -EINVAL;
+	struct blk_req *r = calloc(1, sizeof(*r));
+	if (!r)
+		return -ENOMEM;
+	r->d = d;
+	r->ext = true;
+	r->slice = r->payload = buf;
+	r->off = off;
+	r->len = len;
+	r->lba0 = off / d->bs;
+	r->nblk = (uint32_t)(len / d->bs);
 	r->phase = PH_READ;
 	r->cb = cb;
 	r->arg = arg;

@@ -90,6 +90,14 @@ uint64_t blk_dev_size(const struct blk_dev *d);
 int blk_read(struct blk_dev *d, uint64_t off, size_t len, blk_done_fn cb, void *arg);
 
 /*
+ * Read len bytes at off straight into buf (off and len multiples of the
+ * block size, 0 < len <= max_io): no pool slice, no copy; buf (normally
+ * a cache block inside the pool, so an RDMA transport reaches it) must
+ * stay valid until cb.  Returns 0 (cb called once), -EINVAL or -ENOMEM.
+ */
+int blk_read_into(struct blk_dev *d, uint64_t off, size_t len, void *buf, blk_done_fn cb, void *arg);
+
+/*
  * Start a write of len bytes at off (same limits as blk_read): returns a
  * request and, in *payload, where the caller must put the len bytes before
  * blk_write_submit.  Waits for a free slice.  NULL on bad arguments.

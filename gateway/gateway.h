@@ -10,10 +10,12 @@
 
 #define FUSE_USE_VERSION 312
 #include <fuse_lowlevel.h>
+#include <stdatomic.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <time.h>
 
+#include "../cache/bcache.h"
 #include "../cache/blkio.h"
 #include "../cache/pool.h"
 #include "../initiator/lun.h"
@@ -27,6 +29,7 @@ struct gw_lun {
 	struct iscsi_lun_info info;
 	struct blk_dev dev;
 	bool gone;              /* no longer reported by the target (rescan.c); __atomic access */
+	struct bcache_dev *cdev; /* NULL: no block cache */
 };
 
 struct gw {
@@ -50,7 +53,25 @@ struct gw {
 	uint32_t retry_budget_ms;     /* how long transient SCSI failures are retried */
 	int url_lun;                  /* -1: every LUN of REPORT LUNS; else the URL's one LUN */
 	struct gw_rescan *rescan;
+	struct bcache *cache;   /* NULL: -o cache_size=0 */
+	bool writeback;         /* -o writeback */
+	atomic_uint_fast64_t payload_copied; /* write payload bytes memcpy'd from libfuse's buffer (not a pipe) */
+	void **cache_slices;    /* pool slices holding the cache blocks */
+	unsigned ncache_slices;
 };
+
+/* Per open LUN file (fi->fh) while the block cache is on. */
+struct gw_file {
+	bool direct;                /* opened O_DIRECT: the cache is bypassed */
+	struct bcache_stream stream;
+};
+
+/*
+ * Make everything written to l durable: write back its dirty cache
+ * blocks, then SYNCHRONIZE CACHE (SBC-3 §5.22).  cb is called once.
+ * Returns 0 or a negative errno (fs.c).
+ */
+int gw_lun_sync(struct gw_lun *l, blk_done_fn cb, void *arg);
 
 /* ---- target events: rescans, capacity and LUN changes (rescan.c) ---- */
 

@@ -24,6 +24,7 @@
 #include <systemd/sd-daemon.h>
 #include <unistd.h>
 
+#include "../cache/bcache_blk.h"
 #include "../initiator/log.h"
 #include "../initiator/url.h"
 #include "config.h"
@@ -39,6 +40,8 @@
 #define DEFAULT_MAX_IO (512u * 1024u)
 #define DEFAULT_QUEUE_DEPTH 128u
 #define BLOCK_SIZE_MAX 4096u
+#define DEFAULT_CACHE_SIZE (64ull << 20)
+#define CACHE_BLOCK_MAX (64u * 1024u)
 
 struct options {
 	char *url;
@@ -62,6 +65,8 @@ struct options {
 	unsigned umask;      /* -o umask=NNN (octal) */
 	/* target events and stopping (rescan.c) */
 	int rescan_interval; /* -o rescan_interval=S; -1 = not given (5) */
+	char *cache_size;    /* -o cache_size=N[KMG] (bytes) */
+	int writeback;       /* -o writeback */
 };
 
 enum { KEY_RO, KEY_HELP, KEY_VERSION, KEY_LIST, KEY_UMASK, KEY_IGNORE, KEY_STR };
@@ -81,6 +86,7 @@ static const struct {
 	{"config=", offsetof(struct options, config)},
 	{"log_level=", offsetof(struct options, log_level)},
 	{"transport=", offsetof(struct options, transport)},
+	{"cache_size=", offsetof(struct options, cache_size)},
 };
 
 #define OPT(t, p) {t, offsetof(struct options, p), 1}
@@ -101,6 +107,8 @@ static const struct fuse_opt option_spec[] = {
 	OPT("noop_timeout=%d", noop_timeout),
 	OPT("replacement_timeout=%d", replacement_timeout),
 	OPT("rescan_interval=%d", rescan_interval),
+	{"cache_size=", -1U, KEY_STR + 7},
+	OPT("writeback", writeback),
 	FUSE_OPT_KEY("ro", KEY_RO),
 	/* mount(8) and fstab words that mean nothing to a FUSE daemon (mount.fuse3 drops most of them too) */
 	FUSE_OPT_KEY("_netdev", KEY_IGNORE),
@@ -156,6 +164,8 @@ static void usage(FILE *f)
 		"    -o log_level=L         error, warn, info or debug (default warn; -d: debug)\n"
 		"    -o transport=T         auto (default: iSER when an RDMA device is on the route, else TCP),\n"
 		"                           iser (never falls back; also ?iser in the URL) or tcp\n"
+		"    -o cache_size=N        block cache size in bytes, K/M/G suffixes (default 64M, 0 = no cache)\n"
+		"    -o writeback           keep written blocks in the cache until fsync, close or memory pressure\n"
 		"    -o umask=NNN           permission bits to clear (octal, default 077: files 0600, directory 0700)\n"
 		"    -o allow_other         let other users use the mount (default off; needs user_allow_other)\n"
 		"    -o _netdev, nofail, auto, noauto, user, users, nouser, defaults, x-*, comment=*\n"
@@ -476,7 +486,7 @@ static int sync_all(struct gw *g, int *res)
 {
 	int failed = 0;
 	for (size_t i = 0; i < g->nluns; i++) {
-		if (g->luns[i].ro || g->luns[i].gone || blk_sync(&g->luns[i].dev, sync_all_done, &res[i]))
+		if (g->luns[i].ro || g->luns[i].gone || gw_lun_sync(&g->luns[i], sync_all_done, &res[i]))
 			continue;
 		for (int waited = 0; !__atomic_load_n(&res[i], __ATOMIC_SEQ_CST) && waited < 30000; waited += 10)
 			usleep(10000);
@@ -537,6 +547,87 @@ static void block_stop_signals(sigset_t *old)
 	sigaddset(&set, SIGINT);
 	sigaddset(&set, SIGHUP);
 	pthread_sigmask(SIG_BLOCK, &set, old);
+}
+
+/* ---- the block cache ---- */
+
+/* "64M", "1G", "0", "65536": bytes into *out; -1 if malformed. */
+static int parse_size(const char *s, unsigned long long *out)
+{
+	char *end = NULL;
+	errno = 0;
+	unsigned long long v = strtoull(s, &end, 10);
+	if (end == s || errno)
+		return -1;
+	unsigned shift = 0;
+	switch (*end) {
+	case 'k': case 'K': shift = 10; end++; break;
+	case 'm': case 'M': shift = 20; end++; break;
+	case 'g': case 'G': shift = 30; end++; break;
+	default: break;
+	}
+	if (*end || v > (1ull << 40) >> shift)
+		return -1;
+	*out = v << shift;
+	return 0;
+}
+
+/*
+ * Cache blocks live in pool slices taken out of circulation here (the
+ * pool was created with that many extra slices), so that one RDMA
+ * registration covers them and fills land in registered memory.
+ */
+static int setup_cache(struct gw *g, unsigned long long bytes, unsigned nslices, size_t cblock)
+{
+	size_t per_slice = buf_pool_slice_size(g->pool) / cblock;
+	unsigned nblocks = (unsigned)((bytes + cblock - 1) / cblock);
+	void **bufs = calloc(nblocks, sizeof(*bufs));
+	g->cache_slices = calloc(nslices, sizeof(*g->cache_slices));
+	if (!bufs || !g->cache_slices) {
+		free(bufs);
+		return -ENOMEM;
+	}
+	for (unsigned i = 0; i < nblocks; i++) {
+		if (i % per_slice == 0)
+			g->cache_slices[g->ncache_slices++] = buf_pool_get(g->pool, NULL);
+		bufs[i] = (uint8_t *)g->cache_slices[g->ncache_slices - 1] + (i % per_slice) * cblock;
+	}
+	int rc = bcache_create(&g->cache, cblock, nblocks, bufs, g->writeback);
+	free(bufs);
+	for (size_t i = 0; !rc && i < g->nluns; i++) {
+		struct bcache_backend be;
+		bcache_blk_backend(&be, &g->luns[i].dev);
+		rc = bcache_dev_add(g->cache, &be, &g->luns[i].cdev);
+	}
+	if (!rc)
+		log_info("block cache: %u blocks of %zu KiB, %s", nblocks, cblock / 1024,
+			 g->writeback ? "write-back" : "write-through");
+	return rc;
+}
+
+static void teardown_cache(struct gw *g)
+{
+	if (g->cache) {
+		struct bcache_stats st;
+		bcache_get_stats(g->cache, &st);
+		log_info("block cache: %llu hits, %llu misses, %llu bypassed reads, read-ahead %llu bytes "
+			 "(%llu used, %llu wasted), %llu blocks written back, %llu dirty left",
+			 (unsigned long long)st.hits, (unsigned long long)st.misses,
+			 (unsigned long long)st.bypass_reads, (unsigned long long)st.ra_bytes,
+			 (unsigned long long)st.ra_used_bytes, (unsigned long long)st.ra_wasted_bytes,
+			 (unsigned long long)st.writeback_blocks, (unsigned long long)st.dirty_blocks);
+	}
+	for (size_t i = 0; i < g->nluns; i++) {
+		bcache_dev_remove(g->luns[i].cdev);
+		g->luns[i].cdev = NULL;
+	}
+	bcache_destroy(g->cache);
+	g->cache = NULL;
+	for (unsigned i = 0; i < g->ncache_slices; i++)
+		buf_pool_put(g->pool, g->cache_slices[i]);
+	free(g->cache_slices);
+	g->cache_slices = NULL;
+	g->ncache_slices = 0;
 }
 
 /* ---- daemon start-up ---- */
@@ -701,7 +792,14 @@ int main(int argc, char **argv)
 		fprintf(stderr, "iserfuse: queue_depth must be 1..4096 and max_io_kib a multiple of 4 in 4..4096\n");
 		goto out;
 	}
+	unsigned long long cache_bytes = DEFAULT_CACHE_SIZE;
+	if (o.cache_size && parse_size(o.cache_size, &cache_bytes)) {
+		fprintf(stderr, "iserfuse: bad option 'cache_size=%s': a size in bytes (K, M, G suffixes) up to 1T expected\n",
+			o.cache_size);
+		goto out;
+	}
 	g.max_io = max_io;
+	g.writeback = o.writeback && cache_bytes;
 	g.ro = o.ro;
 	g.uid = getuid();
 	g.gid = getgid();
@@ -751,7 +849,16 @@ int main(int argc, char **argv)
 	 * task slots would only make requests wait for a task instead of a slice.  The
 	 * pool exists before the session: iSER registers it at the first connect. */
 	unsigned slices = o.pool_slices && o.pool_slices < qd ? o.pool_slices : qd;
-	int prc = buf_pool_create(&g.pool, max_io + 4 * BLOCK_SIZE_MAX, slices < 2 ? 2 : slices);
+	if (slices < 2)
+		slices = 2;
+	size_t cache_block = CACHE_BLOCK_MAX; /* a power of two, at most one request */
+	while (cache_block > max_io)
+		cache_block /= 2;
+	size_t cache_per_slice = (max_io + 4 * BLOCK_SIZE_MAX) / cache_block;
+	unsigned cache_slices =
+		(unsigned)((cache_bytes + (unsigned long long)cache_per_slice * cache_block - 1) /
+			   ((unsigned long long)cache_per_slice * cache_block));
+	int prc = buf_pool_create(&g.pool, max_io + 4 * BLOCK_SIZE_MAX, slices + cache_slices);
 	if (prc) {
 		fprintf(stderr, "iserfuse: cannot allocate the buffer pool (%u x %zu bytes): %s\n", slices,
 			max_io + 4 * BLOCK_SIZE_MAX, strerror(-prc));
@@ -784,6 +891,10 @@ int main(int argc, char **argv)
 	g.transport = g.iser ? iscsi_iser_transport.name : iscsi_tcp_transport.name;
 	if (gw_byid_build(&g)) {
 		fprintf(stderr, "iserfuse: out of memory\n");
+		goto out_session;
+	}
+	if (cache_bytes && (prc = setup_cache(&g, cache_bytes, cache_slices, cache_block))) {
+		fprintf(stderr, "iserfuse: cannot set up the block cache: %s\n", strerror(-prc));
 		goto out_session;
 	}
 	install_stop_signals(se);
@@ -855,6 +966,7 @@ int main(int argc, char **argv)
 out_session:
 	blk_retry_destroy(g.retry); /* nothing parked now; before the session goes */
 	iscsi_session_close(g.s, 10000);
+	teardown_cache(&g);
 	iser_ctx_destroy(iser); /* after the session: its connections used the registration */
 	free(sync_res);
 	for (size_t i = 0; i < g.nluns; i++)
@@ -873,6 +985,7 @@ out:
 	free(o.url);
 	free(o.secret_file);
 	free(o.transport);
+	free(o.cache_size);
 	free(o.initiator_name);
 	free(o.header_digest);
 	free(o.data_digest);

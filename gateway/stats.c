@@ -57,7 +57,8 @@ static void take_snapshot(struct gw *g, struct snap *n)
 	iscsi_session_get_stats(g->s, &ss);
 	iscsi_session_get_latency(g->s, lat);
 	n->mr_registrations = buf_pool_registrations(g->pool);
-	n->payload_bytes_copied = ss.payload_bytes_copied;
+	n->payload_bytes_copied = ss.payload_bytes_copied +
+				  atomic_load_explicit(&g->payload_copied, memory_order_relaxed);
 	for (size_t i = 0, nl = gw_nluns(g); i < nl; i++)
 		n->rmw_bytes_copied += atomic_load_explicit(&g->luns[i].dev.rmw_bytes_copied, memory_order_relaxed);
 	n->commands = ss.commands;

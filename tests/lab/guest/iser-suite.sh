@@ -58,9 +58,13 @@ if mount_lun -o transport=auto; then
 		fail "libiscsi ?iser reaches the same LUN"; note "$OUT/rc16.txt"
 	fi
 	if [ -e "$MNT/.stats" ]; then
+		# the unaligned 1000-byte write above came in libfuse's memory (under a
+		# page: not spliced) and is counted; the aligned run must add nothing
+		copied0=$(awk '$1=="payload_bytes_copied"{print $2}' "$MNT/.stats")
 		fio --name=seq --filename="$MNT/lun1" --rw=write --bs=1M --size=256M --direct=1 --ioengine=libaio --iodepth=16 > "$OUT/fio-256.txt" 2>&1
 		check_eq ".stats mr_registrations" "$(awk '$1=="mr_registrations"{print $2}' "$MNT/.stats")" 1
-		check_eq ".stats payload_bytes_copied" "$(awk '$1=="payload_bytes_copied"{print $2}' "$MNT/.stats")" 0
+		check_eq ".stats payload_bytes_copied unchanged by 256 MiB of aligned writes" \
+			"$(awk '$1=="payload_bytes_copied"{print $2}' "$MNT/.stats")" "$copied0"
 		check_eq ".stats transport" "$(awk '$1=="transport"{print $2}' "$MNT/.stats")" iser
 	else
 		echo "ok - .stats after 256 MiB aligned fio # SKIP no .stats file in this build"
@@ -171,11 +175,12 @@ sed 's/^/# /' "$OUT/perf.txt"
 
 # 1% packet loss on the initiator's veth: slow, but correct
 : > "$LOG"
-if mount_lun -o transport=iser; then
+if mount_lun -o transport=iser,replacement_timeout=5; then
 	tc qdisc add dev veth0 root netem loss 1% delay 1ms
 	check "4 MiB round trip under 1% loss" timeout 240 bash -c "$(declare -f roundtrip); MNT=$MNT LUNF=$LUNF roundtrip 4 200 256k"
 	tc qdisc del dev veth0 root
-	# target killed mid-I/O: the I/O fails (EIO) within the command timeout, never hangs
+	# target killed mid-I/O (and not back): the I/O fails (EIO) once the
+	# replacement timeout (5 s) is over, never hangs
 	timeout 120 dd if="$MNT/lun1" of=/dev/null bs=1M count=1000 iflag=direct status=none &
 	dd_pid=$!
 	sleep 1

@@ -1,0 +1,800 @@
+/* SPDX-License-Identifier: MIT */
+#include "bcache.h"
+
+#include <errno.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define RA_MAX_BYTES (4u << 20) /* largest read-ahead window */
+#define FILLS_MAX 160           /* fills one read may start (its blocks + read-ahead) */
+
+enum state { E_FREE, E_FILLING, E_VALID, E_DOOMED };
+
+struct bc_read;
+
+struct waitnode {
+	struct bc_read *r;
+	struct waitnode *next;
+};
+
+struct entry {
+	struct bcache_dev *dev;
+	uint64_t blk;          /* block number on dev (bytes = blk * block size) */
+	uint8_t *buf;
+	enum state state;
+	bool dirty, flushing, stale, ra, refbit;
+	unsigned refs;         /* readers replying from or waiting for it, write-backs */
+	uint64_t wb_seq;       /* c->seq when its last write-back completed */
+	struct entry *hnext;
+	struct waitnode *waiters;
+};
+
+struct bcache_write {
+	uint64_t b0, b1;       /* blocks [b0, b1] */
+	struct bcache_write *next;
+};
+
+struct flush_waiter {
+	struct bcache_dev *d;
+	bcache_io_fn cb;
+	void *arg;
+	int err;
+	struct flush_waiter *next;
+};
+
+struct bcache_dev {
+	struct bcache *c;
+	struct bcache_backend be;
+	struct bcache_write *writes;  /* write-through writes in flight */
+	unsigned wb_inflight;         /* write-backs in flight */
+	int wb_err;                   /* first write-back error since the last flush reported */
+	struct flush_waiter *fw;      /* bcache_flush calls waiting for wb_inflight == 0 */
+	atomic_uint ncached;          /* its blocks in the cache (any state); written under the lock */
+};
+
+struct bcache {
+	pthread_mutex_t lock;
+	size_t bsz;
+	unsigned shift;
+	unsigned n;
+	struct entry *e;
+	struct entry **hash;
+	size_t hmask;
+	unsigned hand;
+	uint64_t seq;
+	unsigned ndirty;
+	bool wb;
+	struct bcache_stats st;
+};
+
+/* A read waiting for fills, or a bypass read holding the VALID blocks of its range. */
+struct bc_read {
+	struct bcache_dev *d;
+	uint64_t off;
+	size_t len;
+	bcache_read_fn cb;
+	void *arg;
+	unsigned pending;
+	int err;
+	uint64_t seq;
+	unsigned nent;
+	struct entry **ents;
+	struct waitnode *nodes;
+	struct iovec *iov;
+	struct bc_read *next_done;
+};
+
+int bcache_create(struct bcache **out, size_t block_size, unsigned nblocks, void *const *bufs, bool writeback)
+{
+	if (block_size < 4096 || (block_size & (block_size - 1)) || nblocks == 0)
+		return -EINVAL;
+	struct bcache *c = calloc(1, sizeof(*c));
+	if (!c)
+		return -ENOMEM;
+	size_t hsize = 1;
+	while (hsize < 2u * nblocks)
+		hsize <<= 1;
+	c->e = calloc(nblocks, sizeof(*c->e));
+	c->hash = calloc(hsize, sizeof(*c->hash));
+	if (!c->e || !c->hash) {
+		free(c->e);
+		free(c->hash);
+		free(c);
+		return -ENOMEM;
+	}
+	c->hmask = hsize - 1;
+	c->bsz = block_size;
+	while ((1ul << c->shift) < block_size)
+		c->shift++;
+	c->n = nblocks;
+	c->wb = writeback;
+	for (unsigned i = 0; i < nblocks; i++)
+		c->e[i].buf = bufs[i];
+	c->st.blocks = nblocks;
+	c->st.block_size = block_size;
+	pthread_mutex_init(&c->lock, NULL);
+	*out = c;
+	return 0;
+}
+
+void bcache_destroy(struct bcache *c)
+{
+	if (!c)
+		return;
+	pthread_mutex_destroy(&c->lock);
+	free(c->e);
+	free(c->hash);
+	free(c);
+}
+
+int bcache_dev_add(struct bcache *c, const struct bcache_backend *be, struct bcache_dev **out)
+{
+	struct bcache_dev *d = calloc(1, sizeof(*d));
+	if (!d)
+		return -ENOMEM;
+	d->c = c;
+	d->be = *be;
+	*out = d;
+	return 0;
+}
+
+static size_t hidx(const struct bcache *c, const struct bcache_dev *d, uint64_t blk)
+{
+	uint64_t h = (blk ^ ((uintptr_t)d >> 4)) * 0x9e3779b97f4a7c15ull;
+	return (size_t)(h >> 32) & c->hmask;
+}
+
+static struct entry *lookup(struct bcache *c, struct bcache_dev *d, uint64_t blk)
+{
+	for (struct entry *e = c->hash[hidx(c, d, blk)]; e; e = e->hnext)
+		if (e->dev == d && e->blk == blk)
+			return e;
+	return NULL;
+}
+
+static void hash_insert(struct bcache *c, struct entry *e)
+{
+	struct entry **h = &c->hash[hidx(c, e->dev, e->blk)];
+	e->hnext = *h;
+	*h = e;
+}
+
+static void hash_remove(struct bcache *c, struct entry *e)
+{
+	for (struct entry **pp = &c->hash[hidx(c, e->dev, e->blk)]; *pp; pp = &(*pp)->hnext)
+		if (*pp == e) {
+			*pp = e->hnext;
+			return;
+		}
+}
+
+/* Bytes of block blk on d (the last block may be short). */
+static size_t blen(const struct bcache_dev *d, uint64_t blk)
+{
+	uint64_t start = blk << d->c->shift;
+	uint64_t left = d->be.size - start;
+	return left < d->c->bsz ? (size_t)left : d->c->bsz;
+}
+
+static void entry_free(struct bcache *c, struct entry *e)
+{
+	if (e->ra)
+		c->st.ra_wasted_bytes += blen(e->dev, e->blk);
+	if (e->dev)
+		atomic_fetch_sub(&e->dev->ncached, 1);
+	e->state = E_FREE;
+	e->dev = NULL;
+	e->ra = e->stale = e->refbit = false;
+	e->waiters = NULL;
+}
+
+/* CLOCK: a free block, or the first clean idle VALID block not referenced since the hand passed. */
+static struct entry *evict_one(struct bcache *c)
+{
+	for (unsigned i = 0; i < 2 * c->n + 1; i++) {
+		struct entry *e = &c->e[c->hand];
+		c->hand = c->hand + 1 == c->n ? 0 : c->hand + 1;
+		if (e->state == E_FREE)
+			return e;
+		if (e->state != E_VALID || e->refs || e->dirty || e->flushing)
+			continue;
+		if (e->refbit) {
+			e->refbit = false;
+			continue;
+		}
+		hash_remove(c, e);
+		entry_free(c, e);
+		return e;
+	}
+	return NULL;
+}
+
+static struct entry *entry_new(struct bcache *c, struct bcache_dev *d, uint64_t blk, enum state s)
+{
+	struct entry *e = evict_one(c);
+	if (!e)
+		return NULL;
+	e->dev = d;
+	atomic_fetch_add(&d->ncached, 1);
+	e->blk = blk;
+	e->state = s;
+	e->refs = 0;
+	e->dirty = e->flushing = e->stale = e->ra = false;
+	e->refbit = true;
+	e->wb_seq = 0;
+	e->waiters = NULL;
+	hash_insert(c, e);
+	return e;
+}
+
+static void unref(struct bcache *c, struct entry *e)
+{
+	if (--e->refs == 0 && e->state == E_DOOMED)
+		entry_free(c, e);
+}
+
+static bool write_overlaps(const struct bcache_dev *d, uint64_t b0, uint64_t b1)
+{
+	for (const struct bcache_write *w = d->writes; w; w = w->next)
+		if (w->b0 <= b1 && b0 <= w->b1)
+			return true;
+	return false;
+}
+
+static struct bc_read *read_alloc(struct bcache_dev *d, uint64_t off, size_t len, unsigned nent,
+				  bcache_read_fn cb, void *arg)
+{
+	struct bc_read *r = calloc(1, sizeof(*r) + nent * (sizeof(struct entry *) + sizeof(struct waitnode) +
+							   sizeof(struct iovec)));
+	if (!r)
+		return NULL;
+	r->d = d;
+	r->off = off;
+	r->len = len;
+	r->cb = cb;
+	r->arg = arg;
+	r->nent = nent;
+	r->nodes = (struct waitnode *)(r + 1);
+	r->iov = (struct iovec *)(r->nodes + nent);
+	r->ents = (struct entry **)(r->iov + nent);
+	return r;
+}
+
+static void release_ents(struct bcache *c, struct bc_read *r)
+{
+	pthread_mutex_lock(&c->lock);
+	for (unsigned i = 0; i < r->nent; i++)
+		if (r->ents[i])
+			unref(c, r->ents[i]);
+	pthread_mutex_unlock(&c->lock);
+}
+
+/* ---- reads that bypass the cache ---- */
+
+static void bypass_done(void *arg, int err, const void *data, size_t len)
+{
+	struct bc_read *r = arg;
+	struct bcache *c = r->d->c;
+	uint8_t *out = (uint8_t *)data;
+	if (!err) {
+		/* Cached blocks newer than what the backend may have returned. */
+		pthread_mutex_lock(&c->lock);
+		for (unsigned i = 0; i < r->nent; i++) {
+			struct entry *e = r->ents[i];
+			if (!e || e->state != E_VALID || !(e->dirty || e->flushing || e->wb_seq > r->seq))
+				continue;
+			uint64_t bstart = e->blk << c->shift, bend = bstart + blen(e->dev, e->blk);
+			uint64_t s = r->off > bstart ? r->off : bstart;
+			uint64_t t = r->off + len < bend ? r->off + len : bend;
+			if (s < t)
+				memcpy(out + (s - r->off), e->buf + (s - bstart), t - s);
+		}
+		pthread_mutex_unlock(&c->lock);
+	}
+	release_ents(c, r);
+	struct iovec iov = {.iov_base = out, .iov_len = err ? 0 : len};
+	bcache_read_fn cb = r->cb;
+	void *cb_arg = r->arg;
+	free(r);
+	cb(cb_arg, err, &iov, err ? 0 : 1);
+}
+
+/* Called with c->lock held; unlocks it. */
+static int bypass_locked(struct bcache_dev *d, uint64_t off, size_t len, bcache_read_fn cb, void *arg)
+{
+	struct bcache *c = d->c;
+	uint64_t b0 = off >> c->shift, b1 = (off + len - 1) >> c->shift;
+	struct bc_read *r = read_alloc(d, off, len, (unsigned)(b1 - b0 + 1), cb, arg);
+	if (!r) {
+		pthread_mutex_unlock(&c->lock);
+		return -ENOMEM;
+	}
+	c->st.bypass_reads++;
+	r->seq = c->seq;
+	for (uint64_t b = b0; b <= b1; b++) {
+		struct entry *e = lookup(c, d, b);
+		if (e && e->state == E_VALID) {
+			e->refs++; /* kept until the reply: it cannot be evicted meanwhile */
+			r->ents[b - b0] = e;
+		}
+	}
+	pthread_mutex_unlock(&c->lock);
+	int rc = d->be.read(d->be.ctx, off, len, bypass_done, r);
+	if (rc) {
+		release_ents(c, r);
+		free(r);
+	}
+	return rc;
+}
+
+/* ---- cached reads ---- */
+
+static void read_complete(struct bc_read *r)
+{
+	struct bcache *c = r->d->c;
+	int n = 0;
+	if (!r->err) {
+		uint64_t end = r->off + r->len;
+		for (unsigned i = 0; i < r->nent; i++) {
+			struct entry *e = r->ents[i];
+			uint64_t bstart = e->blk << c->shift, bend = bstart + blen(e->dev, e->blk);
+			uint64_t s = r->off > bstart ? r->off : bstart;
+			uint64_t t = end < bend ? end : bend;
+			r->iov[n].iov_base = e->buf + (s - bstart);
+			r->iov[n].iov_len = t - s;
+			n++;
+		}
+	}
+	r->cb(r->arg, r->err, r->iov, n);
+	release_ents(c, r);
+	free(r);
+}
+
+static void fill_done(void *arg, int err, const void *data, size_t len)
+{
+	struct entry *e = arg;
+	struct bcache *c = e->dev->c;
+	struct bc_read *done = NULL;
+	(void)data;
+	(void)len;
+	pthread_mutex_lock(&c->lock);
+	for (struct waitnode *w = e->waiters; w; w = w->next) {
+		if (err && !w->r->err)
+			w->r->err = err;
+		if (--w->r->pending == 0) {
+			w->r->next_done = done;
+			done = w->r;
+		}
+	}
+	e->waiters = NULL;
+	if (err || e->stale) {
+		/* Failed, or a write started meanwhile: the waiters (who came first) get it, nobody else. */
+		hash_remove(c, e);
+		if (e->refs)
+			e->state = E_DOOMED;
+		else
+			entry_free(c, e);
+	} else {
+		e->state = E_VALID;
+	}
+	pthread_mutex_unlock(&c->lock);
+	while (done) {
+		struct bc_read *r = done;
+		done = r->next_done;
+		read_complete(r);
+	}
+}
+
+/* Update st for a read of [off, off + len); returns whether it continues a stream. */
+static bool stream_step(struct bcache *c, struct bcache_stream *st, uint64_t off, size_t len)
+{
+	if (!st)
+		return false;
+	/* Exactly where the last read ended, or within the window (concurrent reads come a little out of order). */
+	bool seq = off == st->next_off ||
+		   (st->window && off + st->window >= st->next_off && off <= st->next_off + st->window);
+	size_t ra_max = (size_t)c->n * c->bsz / 4 < RA_MAX_BYTES ? (size_t)c->n * c->bsz / 4 : RA_MAX_BYTES;
+	if (seq && st->next_off) {
+		uint64_t w = st->window ? 2ull * st->window : 2ull * c->bsz;
+		st->window = (uint32_t)(w > ra_max ? ra_max : w);
+	} else if (!seq) {
+		st->window = 0;
+		st->ra_end = 0;
+	}
+	if (off + len > st->next_off || !seq)
+		st->next_off = off + len;
+	return seq;
+}
+
+int bcache_read(struct bcache_dev *d, struct bcache_stream *st, uint64_t off, size_t len, bool direct,
+		bcache_read_fn cb, void *arg)
+{
+	struct bcache *c = d->c;
+	if (len == 0 || off >= d->be.size || len > d->be.size - off)
+		return -EINVAL;
+	uint64_t b0 = off >> c->shift, b1 = (off + len - 1) >> c->shift;
+	unsigned nb = (unsigned)(b1 - b0 + 1);
+	struct entry *fills[FILLS_MAX];
+	unsigned nfills = 0;
+
+	pthread_mutex_lock(&c->lock);
+	bool seq = direct ? false : stream_step(c, st, off, len);
+	if (direct || nb > FILLS_MAX / 2 || write_overlaps(d, b0, b1))
+		return bypass_locked(d, off, len, cb, arg);
+	unsigned missing = 0;
+	for (uint64_t b = b0; b <= b1; b++) {
+		struct entry *e = lookup(c, d, b);
+		if (e && e->state == E_FILLING && e->stale)
+			return bypass_locked(d, off, len, cb, arg);
+		missing += !e;
+	}
+	/* Random reads that miss do not fill (no amplification, no pollution). */
+	if (missing && !seq)
+		return bypass_locked(d, off, len, cb, arg);
+	struct bc_read *r = read_alloc(d, off, len, nb, cb, arg);
+	if (!r) {
+		pthread_mutex_unlock(&c->lock);
+		return -ENOMEM;
+	}
+	/* First pin what is there and make what is missing (pinned blocks cannot be evicted). */
+	for (uint64_t b = b0; b <= b1; b++) {
+		struct entry *e = lookup(c, d, b);
+		if (!e) {
+			e = entry_new(c, d, b, E_FILLING);
+			if (!e) {
+				/* Nothing evictable: undo, go to the backend. */
+				for (unsigned i = 0; i < nfills; i++) {
+					hash_remove(c, fills[i]);
+					fills[i]->refs = 0;
+					entry_free(c, fills[i]);
+				}
+				for (unsigned i = 0; i < nb; i++)
+					if (r->ents[i] && r->ents[i]->state != E_FREE)
+						unref(c, r->ents[i]);
+				free(r);
+				return bypass_locked(d, off, len, cb, arg);
+			}
+			fills[nfills++] = e;
+		}
+		e->refs++;
+		r->ents[b - b0] = e;
+	}
+	for (uint64_t b = b0; b <= b1; b++) {
+		struct entry *e = r->ents[b - b0];
+		e->refbit = true;
+		if (e->state == E_FILLING) {
+			struct waitnode *w = &r->nodes[b - b0];
+			w->r = r;
+			w->next = e->waiters;
+			e->waiters = w;
+			r->pending++;
+		}
+		if (e->ra) {
+			c->st.ra_used_bytes += blen(d, b);
+			e->ra = false;
+		}
+	}
+	c->st.misses += nfills;
+	c->st.hits += nb - nfills;
+	/* Read-ahead: keep the window ahead of this stream filled or filling. */
+	if (seq && st->window) {
+		uint64_t ra0 = st->ra_end > ((b1 + 1) << c->shift) ? st->ra_end : (b1 + 1) << c->shift;
+		uint64_t ra1 = off + len + st->window;
+		if (ra1 > d->be.size)
+			ra1 = d->be.size;
+		for (uint64_t pos = ra0; pos < ra1 && nfills < FILLS_MAX; pos += c->bsz) {
+			uint64_t b = pos >> c->shift;
+			if (lookup(c, d, b))
+				continue;
+			if (write_overlaps(d, b, b))
+				break;
+			struct entry *e = entry_new(c, d, b, E_FILLING);
+			if (!e)
+				break;
+			e->ra = true;
+			c->st.ra_bytes += blen(d, b);
+			fills[nfills++] = e;
+			st->ra_end = pos + c->bsz;
+		}
+	}
+	bool done = r->pending == 0;
+	pthread_mutex_unlock(&c->lock);
+
+	for (unsigned i = 0; i < nfills; i++) {
+		struct entry *e = fills[i];
+		int rc = d->be.read_into(d->be.ctx, e->blk << c->shift, blen(d, e->blk), e->buf, fill_done, e);
+		if (rc)
+			fill_done(e, rc, NULL, 0);
+	}
+	if (done)
+		read_complete(r);
+	return 0;
+}
+
+/* ---- writes ---- */
+
+static void writeback_start(struct bcache_dev *d, struct flush_waiter *fw);
+
+bool bcache_write_absorb(struct bcache_dev *d, uint64_t off, size_t len, const void *data)
+{
+	struct bcache *c = d->c;
+	if (!c->wb || len == 0 || off >= d->be.size || len > d->be.size - off)
+		return false;
+	uint64_t b0 = off >> c->shift, b1 = (off + len - 1) >> c->shift, end = off + len;
+	struct entry *pin[FILLS_MAX];
+	bool made[FILLS_MAX];
+	unsigned npin = 0;
+	bool ok = true, nomem = false, pressure;
+	if (b1 - b0 + 1 > FILLS_MAX)
+		return false;
+	pthread_mutex_lock(&c->lock);
+	if (write_overlaps(d, b0, b1))
+		ok = false;
+	/* Pin every block of the range (pinned blocks cannot be evicted by the next allocation). */
+	for (uint64_t b = b0; ok && b <= b1; b++) {
+		struct entry *e = lookup(c, d, b);
+		uint64_t bstart = b << c->shift;
+		bool fresh = false;
+		if (e) {
+			ok = e->state == E_VALID;
+		} else if (off <= bstart && end >= bstart + blen(d, b)) {
+			e = entry_new(c, d, b, E_VALID);
+			ok = fresh = e != NULL;
+			nomem = !e;
+		} else {
+			ok = false; /* a partial block that is not cached: write through */
+		}
+		if (ok) {
+			e->refs++;
+			made[npin] = fresh;
+			pin[npin++] = e;
+		}
+	}
+	if (ok) {
+		for (unsigned i = 0; i < npin; i++) {
+			struct entry *e = pin[i];
+			uint64_t bstart = e->blk << c->shift, bend = bstart + blen(d, e->blk);
+			uint64_t s = off > bstart ? off : bstart, t = end < bend ? end : bend;
+			if (data)
+				memcpy(e->buf + (s - bstart), (const uint8_t *)data + (s - off), t - s);
+			else
+				memset(e->buf + (s - bstart), 0, t - s);
+			if (!e->dirty) {
+				e->dirty = true;
+				c->ndirty++;
+			}
+			e->refbit = true;
+			if (e->ra) {
+				e->ra = false; /* overwritten before it was read */
+				c->st.ra_wasted_bytes += blen(d, e->blk);
+			}
+		}
+		c->st.absorbed_writes++;
+	}
+	for (unsigned i = 0; i < npin; i++) {
+		struct entry *e = pin[i];
+		unref(c, e);
+		if (!ok && made[i]) {
+			hash_remove(c, e); /* made for this write, holds nothing */
+			entry_free(c, e);
+		}
+	}
+	pressure = ok ? c->ndirty * 2 > c->n : nomem && c->ndirty > 0;
+	pthread_mutex_unlock(&c->lock);
+	if (pressure)
+		writeback_start(d, NULL);
+	return ok;
+}
+
+struct bcache_write *bcache_write_begin(struct bcache_dev *d, uint64_t off, size_t len, const void *data)
+{
+	struct bcache *c = d->c;
+	struct bcache_write *w = malloc(sizeof(*w));
+	uint64_t b0 = off >> c->shift, b1 = (off + len - 1) >> c->shift, end = off + len;
+	pthread_mutex_lock(&c->lock);
+	c->seq++;
+	for (uint64_t b = b0; b <= b1; b++) {
+		struct entry *e = lookup(c, d, b);
+		if (!e)
+			continue;
+		if (e->state == E_FILLING) {
+			e->stale = true;
+		} else if (!w && !e->dirty && !e->flushing && !e->refs) {
+			hash_remove(c, e); /* cannot track this write: drop what it changes */
+			entry_free(c, e);
+		} else {
+			uint64_t bstart = b << c->shift, bend = bstart + blen(d, b);
+			uint64_t s = off > bstart ? off : bstart, t = end < bend ? end : bend;
+			if (data)
+				memcpy(e->buf + (s - bstart), (const uint8_t *)data + (s - off), t - s);
+			else
+				memset(e->buf + (s - bstart), 0, t - s);
+		}
+	}
+	if (w) {
+		w->b0 = b0;
+		w->b1 = b1;
+		w->next = d->writes;
+		d->writes = w;
+	}
+	pthread_mutex_unlock(&c->lock);
+	return w;
+}
+
+void bcache_write_end(struct bcache_dev *d, struct bcache_write *w, int err)
+{
+	struct bcache *c = d->c;
+	if (!w)
+		return;
+	pthread_mutex_lock(&c->lock);
+	for (struct bcache_write **pp = &d->writes; *pp; pp = &(*pp)->next)
+		if (*pp == w) {
+			*pp = w->next;
+			break;
+		}
+	/* The backend may not hold what begin copied into clean blocks: forget them. */
+	for (uint64_t b = w->b0; err && b <= w->b1; b++) {
+		struct entry *e = lookup(c, d, b);
+		if (!e || e->state != E_VALID || e->dirty || e->flushing)
+			continue;
+		hash_remove(c, e);
+		if (e->refs)
+			e->state = E_DOOMED;
+		else
+			entry_free(c, e);
+	}
+	pthread_mutex_unlock(&c->lock);
+	free(w);
+}
+
+/* ---- write-back ---- */
+
+static void fw_sync_done(void *arg, int err, const void *data, size_t len)
+{
+	struct flush_waiter *fw = arg;
+	(void)data;
+	(void)len;
+	fw->cb(fw->arg, fw->err ? fw->err : err, NULL, 0);
+	free(fw);
+}
+
+static void run_waiters(struct flush_waiter *fw)
+{
+	while (fw) {
+		struct flush_waiter *next = fw->next;
+		if (fw->err) {
+			fw->cb(fw->arg, fw->err, NULL, 0);
+			free(fw);
+		} else {
+			int rc = fw->d->be.sync(fw->d->be.ctx, fw_sync_done, fw);
+			if (rc) {
+				fw->cb(fw->arg, rc, NULL, 0);
+				free(fw);
+			}
+		}
+		fw = next;
+	}
+}
+
+/* Called with the lock held: the waiters to run once the last write-back completed. */
+static struct flush_waiter *take_waiters(struct bcache_dev *d)
+{
+	if (d->wb_inflight)
+		return NULL;
+	struct flush_waiter *fw = d->fw;
+	d->fw = NULL;
+	for (struct flush_waiter *f = fw; f; f = f->next)
+		if (!f->err)
+			f->err = d->wb_err;
+	d->wb_err = 0;
+	return fw;
+}
+
+static void wb_done(void *arg, int err, const void *data, size_t len)
+{
+	struct entry *e = arg;
+	struct bcache_dev *d = e->dev;
+	struct bcache *c = d->c;
+	(void)data;
+	(void)len;
+	pthread_mutex_lock(&c->lock);
+	e->flushing = false;
+	if (err) {
+		if (!e->dirty) {
+			e->dirty = true; /* kept: the next flush tries again */
+			c->ndirty++;
+		}
+		if (!d->wb_err)
+			d->wb_err = err;
+	}
+	e->wb_seq = ++c->seq;
+	unref(c, e);
+	d->wb_inflight--;
+	struct flush_waiter *fw = take_waiters(d);
+	pthread_mutex_unlock(&c->lock);
+	run_waiters(fw);
+}
+
+/* Write back every dirty block of d; then fw (may be NULL) runs once none is in flight. */
+static void writeback_start(struct bcache_dev *d, struct flush_waiter *fw)
+{
+	struct bcache *c = d->c;
+	struct entry **list = malloc(c->n * sizeof(*list));
+	unsigned cnt = 0;
+	pthread_mutex_lock(&c->lock);
+	for (unsigned i = 0; list && i < c->n; i++) {
+		struct entry *e = &c->e[i];
+		if (e->dev != d || e->state != E_VALID || !e->dirty || e->flushing)
+			continue;
+		e->dirty = false;
+		c->ndirty--;
+		e->flushing = true;
+		e->refs++;
+		list[cnt++] = e;
+	}
+	d->wb_inflight += cnt;
+	c->st.writeback_blocks += cnt;
+	c->st.writeback_flushes++;
+	if (!list && fw && !fw->err)
+		fw->err = -ENOMEM;
+	if (fw) {
+		fw->next = d->fw;
+		d->fw = fw;
+	}
+	struct flush_waiter *ready = take_waiters(d);
+	pthread_mutex_unlock(&c->lock);
+	for (unsigned i = 0; i < cnt; i++) {
+		struct entry *e = list[i];
+		int rc = d->be.write(d->be.ctx, e->blk << c->shift, blen(d, e->blk), e->buf, wb_done, e);
+		if (rc)
+			wb_done(e, rc, NULL, 0);
+	}
+	free(list);
+	run_waiters(ready);
+}
+
+int bcache_flush(struct bcache_dev *d, bcache_io_fn cb, void *arg)
+{
+	struct flush_waiter *fw = calloc(1, sizeof(*fw));
+	if (!fw)
+		return -ENOMEM;
+	fw->d = d;
+	fw->cb = cb;
+	fw->arg = arg;
+	writeback_start(d, fw);
+	return 0;
+}
+
+void bcache_dev_remove(struct bcache_dev *d)
+{
+	if (!d)
+		return;
+	struct bcache *c = d->c;
+	pthread_mutex_lock(&c->lock);
+	for (unsigned i = 0; i < c->n; i++) {
+		struct entry *e = &c->e[i];
+		if (e->dev != d)
+			continue;
+		if (e->state != E_DOOMED)
+			hash_remove(c, e);
+		if (e->dirty)
+			c->ndirty--;
+		e->dirty = e->flushing = false;
+		e->refs = 0;
+		entry_free(c, e);
+	}
+	pthread_mutex_unlock(&c->lock);
+	free(d);
+}
+
+bool bcache_dev_empty(struct bcache_dev *d) { return atomic_load(&d->ncached) == 0; }
+
+void bcache_get_stats(struct bcache *c, struct bcache_stats *out)
+{
+	pthread_mutex_lock(&c->lock);
+	*out = c->st;
+	out->dirty_blocks = c->ndirty;
+	pthread_mutex_unlock(&c->lock);
+}

@@ -1,0 +1,138 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * The block cache: a fixed number of equal cache blocks (memory given by
+ * the caller, normally pool slices so that it is registered once for
+ * RDMA), shared by every device of a mount, CLOCK replacement, sequential
+ * read-ahead per stream, write-through by default and optional write-back.
+ *
+ * Coherence rules (one mutex guards all cache state):
+ * - a VALID block always holds the newest data written through this cache
+ *   (every write copies its bytes into the VALID blocks it touches);
+ * - a fill (backend read into a block) never starts while an overlapping
+ *   write is in flight, and a write that starts while a fill is in flight
+ *   makes the fill stale: its data goes to the readers already waiting (they
+ *   began before the write) and the block is dropped;
+ * - a read that cannot use the cache goes to the backend and has the VALID
+ *   blocks that may be newer than the backend (dirty, or written back since
+ *   the read began) copied over its reply.
+ * Dirty blocks are never evicted; they are written back by bcache_flush
+ * (fsync, flush, release, unmount) or, when more than half the blocks are
+ * dirty or no clean block can be evicted, by a background write-back.
+ *
+ * Callbacks run on the backend's completion thread or on the caller's.
+ */
+#ifndef ISERFUSE_BCACHE_H
+#define ISERFUSE_BCACHE_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/uio.h>
+
+struct bcache;
+struct bcache_dev;
+struct bcache_write;
+
+/* Same shape as blkio's blk_done_fn: err 0 or negative errno; data valid during the call. */
+typedef void (*bcache_io_fn)(void *arg, int err, const void *data, size_t len);
+
+/* Where a device's blocks come from.  Every call returns 0 (cb called once) or a negative errno. */
+struct bcache_backend {
+	void *ctx;
+	uint64_t size;   /* device size, bytes */
+	size_t max_io;   /* most bytes in one read or write */
+	/* Read len bytes at off into a buffer of the backend's; cb gets it (writable for the call). */
+	int (*read)(void *ctx, uint64_t off, size_t len, bcache_io_fn cb, void *arg);
+	/* Read len bytes at off into buf (off, len multiples of the device block size). */
+	int (*read_into)(void *ctx, uint64_t off, size_t len, void *buf, bcache_io_fn cb, void *arg);
+	/* Write len bytes from buf at off; buf may be reused once the call returns. */
+	int (*write)(void *ctx, uint64_t off, size_t len, const void *buf, bcache_io_fn cb, void *arg);
+	/* Make completed writes durable (SYNCHRONIZE CACHE). */
+	int (*sync)(void *ctx, bcache_io_fn cb, void *arg);
+};
+
+/* Reply callback of bcache_read: iov[0..n) are the bytes, valid only during the call. */
+typedef void (*bcache_read_fn)(void *arg, int err, const struct iovec *iov, int n);
+
+/* Per open file: sequential detection and the read-ahead window.  Zero-initialise. */
+struct bcache_stream {
+	uint64_t next_off;  /* where a sequential read would start, bytes */
+	uint32_t window;    /* read-ahead, bytes; 0 while reads look random */
+	uint64_t ra_end;    /* read-ahead issued up to here, bytes */
+};
+
+struct bcache_stats {
+	uint64_t hits, misses;        /* cache blocks found / not found by reads */
+	uint64_t bypass_reads;        /* reads served by the backend without the cache */
+	uint64_t ra_bytes;            /* read-ahead issued */
+	uint64_t ra_used_bytes;       /* read-ahead later read */
+	uint64_t ra_wasted_bytes;     /* read-ahead evicted or invalidated unread */
+	uint64_t dirty_blocks;        /* now */
+	uint64_t writeback_blocks;    /* dirty blocks written back */
+	uint64_t writeback_flushes;   /* bcache_flush calls and pressure write-backs */
+	uint64_t absorbed_writes;     /* writes kept in the cache (write-back) */
+	uint64_t blocks, block_size;  /* capacity: blocks of block_size bytes */
+};
+
+/*
+ * Create a cache of nblocks blocks of block_size bytes (a power of two,
+ * >= 4096) at bufs[0..nblocks) (the caller keeps owning the memory, which
+ * must outlive the cache).  writeback: keep written blocks dirty.  Returns
+ * 0, -EINVAL or -ENOMEM.
+ */
+int bcache_create(struct bcache **out, size_t block_size, unsigned nblocks, void *const *bufs, bool writeback);
+/* Free the cache.  Every device must have been removed. */
+void bcache_destroy(struct bcache *c);
+
+/* Add a device; be is copied.  block_size of the cache must be a multiple of the device's block size. */
+int bcache_dev_add(struct bcache *c, const struct bcache_backend *be, struct bcache_dev **out);
+/* Drop a device's blocks (dirty ones are lost: flush first) and free it.  Nothing may be in flight. */
+void bcache_dev_remove(struct bcache_dev *d);
+
+/*
+ * Read len bytes at off (off + len <= size, len <= max_io).  st (may be
+ * NULL) drives read-ahead; direct: O_DIRECT, bypass the cache (but see
+ * newer cached data).  Returns 0 (cb called once) or a negative errno.
+ */
+int bcache_read(struct bcache_dev *d, struct bcache_stream *st, uint64_t off, size_t len, bool direct,
+		bcache_read_fn cb, void *arg);
+
+/*
+ * Whether d has no block in the cache: an O_DIRECT read may then go to the
+ * backend straight (nothing cached can be newer).  Lock-free.
+ */
+bool bcache_dev_empty(struct bcache_dev *d);
+
+/*
+ * Write-back: keep the write of len bytes at off in the cache.  Returns
+ * true when it was absorbed (done: nothing to send); false when the caller
+ * must write through (write-through cache, a partial block not cached, an
+ * overlapping write in flight, no clean block free).
+ */
+bool bcache_write_absorb(struct bcache_dev *d, uint64_t off, size_t len, const void *data);
+
+/*
+ * Write-through (and O_DIRECT) writes: call before sending the write of
+ * len bytes at off (data is copied into the cached blocks it touches,
+ * fills in flight become stale) and bcache_write_end once it completed
+ * with its result err (0 or negative errno; on error the clean cached
+ * blocks of the range are dropped).  Returns a token, NULL only on
+ * allocation failure (then the clean cached blocks of the range were
+ * dropped instead; NULL is a valid token for end).  data NULL: the range
+ * becomes zeroes (a punched or zeroed range, fallocate).
+ */
+struct bcache_write *bcache_write_begin(struct bcache_dev *d, uint64_t off, size_t len, const void *data);
+void bcache_write_end(struct bcache_dev *d, struct bcache_write *w, int err);
+
+/*
+ * Write back every dirty block of d, wait for write-backs in flight, then
+ * the backend's sync.  cb gets the first error.  Returns 0 or a negative
+ * errno.  May be called from a backend completion only when nothing is
+ * dirty (it never waits for a slot there).
+ */
+int bcache_flush(struct bcache_dev *d, bcache_io_fn cb, void *arg);
+
+/* Counters over the whole cache (all devices). */
+void bcache_get_stats(struct bcache *c, struct bcache_stats *out);
+
+#endif
