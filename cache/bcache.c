@@ -171,10 +171,13 @@ static void hash_remove(struct bcache *c, struct entry *e)
 }
 
 /* Bytes of block blk on d (the last block may be short). */
+/* The device's size in bytes (bcache_dev_invalidate changes it). */
+static uint64_t dev_size(const struct bcache_dev *d) { return __atomic_load_n(&d->be.size, __ATOMIC_ACQUIRE); }
+
 static size_t blen(const struct bcache_dev *d, uint64_t blk)
 {
 	uint64_t start = blk << d->c->shift;
-	uint64_t left = d->be.size - start;
+	uint64_t left = dev_size(d) - start;
 	return left < d->c->bsz ? (size_t)left : d->c->bsz;
 }
 
@@ -412,7 +415,7 @@ int bcache_read(struct bcache_dev *d, struct bcache_stream *st, uint64_t off, si
 		bcache_read_fn cb, void *arg)
 {
 	struct bcache *c = d->c;
-	if (len == 0 || off >= d->be.size || len > d->be.size - off)
+	if (len == 0 || off >= dev_size(d) || len > dev_size(d) - off)
 		return -EINVAL;
 	uint64_t b0 = off >> c->shift, b1 = (off + len - 1) >> c->shift;
 	unsigned nb = (unsigned)(b1 - b0 + 1);
@@ -482,8 +485,8 @@ int bcache_read(struct bcache_dev *d, struct bcache_stream *st, uint64_t off, si
 	if (seq && st->window) {
 		uint64_t ra0 = st->ra_end > ((b1 + 1) << c->shift) ? st->ra_end : (b1 + 1) << c->shift;
 		uint64_t ra1 = off + len + st->window;
-		if (ra1 > d->be.size)
-			ra1 = d->be.size;
+		if (ra1 > dev_size(d))
+			ra1 = dev_size(d);
 		for (uint64_t pos = ra0; pos < ra1 && nfills < FILLS_MAX; pos += c->bsz) {
 			uint64_t b = pos >> c->shift;
 			if (lookup(c, d, b))
@@ -520,7 +523,7 @@ static void writeback_start(struct bcache_dev *d, struct flush_waiter *fw);
 bool bcache_write_absorb(struct bcache_dev *d, uint64_t off, size_t len, const void *data)
 {
 	struct bcache *c = d->c;
-	if (!c->wb || len == 0 || off >= d->be.size || len > d->be.size - off)
+	if (!c->wb || len == 0 || off >= dev_size(d) || len > dev_size(d) - off)
 		return false;
 	uint64_t b0 = off >> c->shift, b1 = (off + len - 1) >> c->shift, end = off + len;
 	struct entry *pin[FILLS_MAX];
@@ -787,6 +790,31 @@ void bcache_dev_remove(struct bcache_dev *d)
 	}
 	pthread_mutex_unlock(&c->lock);
 	free(d);
+}
+
+void bcache_dev_invalidate(struct bcache_dev *d, uint64_t size)
+{
+	if (!d)
+		return;
+	struct bcache *c = d->c;
+	pthread_mutex_lock(&c->lock);
+	__atomic_store_n(&d->be.size, size, __ATOMIC_RELEASE);
+	c->seq++;
+	for (unsigned i = 0; i < c->n; i++) {
+		struct entry *e = &c->e[i];
+		if (e->dev != d || e->state == E_FREE || e->state == E_DOOMED || e->dirty || e->flushing)
+			continue;
+		if (e->state == E_FILLING) {
+			e->stale = true; /* its waiting readers get it, then it is dropped */
+			continue;
+		}
+		hash_remove(c, e);
+		if (e->refs)
+			e->state = E_DOOMED;
+		else
+			entry_free(c, e);
+	}
+	pthread_mutex_unlock(&c->lock);
 }
 
 bool bcache_dev_empty(struct bcache_dev *d) { return atomic_load(&d->ncached) == 0; }

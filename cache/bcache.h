@@ -98,6 +98,14 @@ int bcache_read(struct bcache_dev *d, struct bcache_stream *st, uint64_t off, si
 		bcache_read_fn cb, void *arg);
 
 /*
+ * The LUN changed behind the cache (capacity change, a LUN re-created):
+ * its size is now `size` bytes; forget d's clean blocks (fills in flight
+ * are dropped once their readers have them).  Dirty blocks stay: they are
+ * the newest data.  d may be NULL (no cache).
+ */
+void bcache_dev_invalidate(struct bcache_dev *d, uint64_t size);
+
+/*
  * Whether d has no block in the cache: an O_DIRECT read may then go to the
  * backend straight (nothing cached can be newer).  Lock-free.
  */

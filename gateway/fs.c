@@ -623,6 +623,10 @@ static void seek_done(void *arg, int err, uint64_t result)
  */
 static void gw_lseek(fuse_req_t req, fuse_ino_t ino, off_t off, int whence, struct fuse_file_info *fi)
 {
+	if (ino == GW_STATS_INO && (whence == SEEK_DATA || whence == SEEK_HOLE)) {
+		gw_stats_lseek(req, off, whence, fi);
+		return;
+	}
 	struct gw_lun *l = lun_by_ino(gw_of(req), ino);
 	(void)fi;
 	if (!l) {

@@ -249,7 +249,8 @@ static int apply_config(struct options *o, struct fuse_args *args, struct gw_con
 {
 	const char *path = o->config ? o->config : GW_CONFIG_DEFAULT;
 	const struct gw_config_target *t = NULL;
-	struct options c = {.cmd_timeout = -1, .noop_interval = -1, .noop_timeout = -1};
+	struct options c = {.cmd_timeout = -1, .noop_interval = -1, .noop_timeout = -1, .replacement_timeout = -1,
+			    .rescan_interval = -1};
 	struct fuse_args ca = FUSE_ARGS_INIT(0, NULL);
 	int rc = -1;
 
@@ -294,6 +295,8 @@ static int apply_config(struct options *o, struct fuse_args *args, struct gw_con
 	TAKE_STR(data_digest);
 	TAKE_STR(secret_file);
 	TAKE_STR(log_level);
+	TAKE_STR(transport);
+	TAKE_STR(cache_size);
 	TAKE_NUM(queue_depth, 0);
 	TAKE_NUM(max_io_kib, 0);
 	TAKE_NUM(pool_slices, 0);
@@ -301,9 +304,12 @@ static int apply_config(struct options *o, struct fuse_args *args, struct gw_con
 	TAKE_NUM(cmd_timeout, -1);
 	TAKE_NUM(noop_interval, -1);
 	TAKE_NUM(noop_timeout, -1);
+	TAKE_NUM(replacement_timeout, -1);
+	TAKE_NUM(rescan_interval, -1);
 #undef TAKE_STR
 #undef TAKE_NUM
 	o->ro |= c.ro;
+	o->writeback |= c.writeback;
 	if (!o->has_umask && c.has_umask) {
 		o->has_umask = 1;
 		o->umask = c.umask;

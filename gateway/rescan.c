@@ -62,6 +62,7 @@ struct gw_lun *gw_lun_add(struct gw *g, const struct iscsi_lun_info *info_in)
 			l->info = *info;
 			__atomic_store_n(&l->ro, g->ro || info->wp, __ATOMIC_RELAXED);
 			blk_dev_set_capacity(&l->dev, info->cap.nblocks);
+			bcache_dev_invalidate(l->cdev, blk_dev_size(&l->dev)); /* the LUN may have been re-created */
 			__atomic_store_n(&l->gone, false, __ATOMIC_RELEASE);
 			return l;
 		}
@@ -241,6 +242,7 @@ static void capacity_round(struct gw_rescan *r, void *buf, size_t buflen)
 		if (cap.nblocks == old || cap.nblocks > (uint64_t)INT64_MAX / cap.block_size)
 			continue;
 		blk_dev_set_capacity(&l->dev, cap.nblocks);
+		bcache_dev_invalidate(l->cdev, blk_dev_size(&l->dev)); /* a LUN re-created larger */
 		l->info.cap.nblocks = cap.nblocks;
 		atomic_fetch_add(&r->capacity_changes, 1);
 		log_warn("%s: capacity changed from %llu to %llu blocks of %u bytes", l->name, (unsigned long long)old,

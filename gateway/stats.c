@@ -21,6 +21,9 @@ struct snap {
 	uint64_t latency_p50_us, latency_p90_us, latency_p99_us;
 	uint64_t reconnects;
 	uint64_t luns;
+	uint64_t cache_bytes, cache_hits, cache_misses, cache_readahead_bytes, cache_readahead_used_bytes;
+	uint64_t cache_readahead_wasted_bytes, cache_dirty_blocks, cache_writeback_blocks;
+	uint64_t scsi_retries, unit_attentions, rescans, capacity_changes;
 };
 
 static const struct {
@@ -45,6 +48,18 @@ static const struct {
 	ROW(latency_p99_us),
 	ROW(reconnects),
 	ROW(luns),
+	ROW(cache_bytes),
+	ROW(cache_hits),
+	ROW(cache_misses),
+	ROW(cache_readahead_bytes),
+	ROW(cache_readahead_used_bytes),
+	ROW(cache_readahead_wasted_bytes),
+	ROW(cache_dirty_blocks),
+	ROW(cache_writeback_blocks),
+	ROW(scsi_retries),
+	ROW(unit_attentions),
+	ROW(rescans),
+	ROW(capacity_changes),
 #undef ROW
 };
 
@@ -75,6 +90,26 @@ static void take_snapshot(struct gw *g, struct snap *n)
 	n->latency_p99_us = lat_hist_percentile(lat, 99);
 	n->reconnects = ss.reconnects;
 	n->luns = gw_nluns(g);
+	if (g->cache) {
+		struct bcache_stats cs;
+		bcache_get_stats(g->cache, &cs);
+		n->cache_bytes = cs.blocks * cs.block_size;
+		n->cache_hits = cs.hits;
+		n->cache_misses = cs.misses;
+		n->cache_readahead_bytes = cs.ra_bytes;
+		n->cache_readahead_used_bytes = cs.ra_used_bytes;
+		n->cache_readahead_wasted_bytes = cs.ra_wasted_bytes;
+		n->cache_dirty_blocks = cs.dirty_blocks;
+		n->cache_writeback_blocks = cs.writeback_blocks;
+	}
+	struct blk_retry_stats rs;
+	blk_retry_get_stats(g->retry, &rs);
+	n->scsi_retries = rs.retried;
+	n->unit_attentions = rs.unit_attentions;
+	struct gw_rescan_stats rr;
+	gw_rescan_get_stats(g, &rr);
+	n->rescans = rr.rescans;
+	n->capacity_changes = rr.capacity_changes;
 }
 
 int gw_stats_render(struct gw *g, char **out, size_t *len)
@@ -141,4 +176,14 @@ void gw_stats_release(fuse_req_t req, struct fuse_file_info *fi)
 		free(sf->text);
 	free(sf);
 	fuse_reply_err(req, 0);
+}
+
+void gw_stats_lseek(fuse_req_t req, off_t off, int whence, struct fuse_file_info *fi)
+{
+	const struct stats_file *sf = (const struct stats_file *)(uintptr_t)fi->fh;
+	if (off < 0 || (uint64_t)off >= sf->len) {
+		fuse_reply_err(req, ENXIO);
+		return;
+	}
+	fuse_reply_lseek(req, whence == SEEK_HOLE ? (off_t)sf->len : off); /* all data, then the end */
 }

@@ -145,7 +145,7 @@ run_fail1 "a bad log_level, exit 1" "log_level=loud" "$iserfuse" -o log_level=lo
 cat >"$conf" <<EOF
 # iserfuse.conf for the cli suite
 initiator_name = $initiator
-options = queue_depth=8, noop_interval=10
+options = queue_depth=8, noop_interval=10, cache_size=0
 
 [lab]
 url = $url
@@ -160,7 +160,7 @@ if run_ok "iserfuse lab mounts section [lab] on its mountpoint" "$iserfuse" -o "
 	before=$(cat "$mnt/.stats")
 	cp "$mnt/.stats" "$work/stats0"
 	keys=$(awk '{ print $1 }' "$work/stats0" | tr '\n' ' ')
-	want="transport mr_registrations payload_bytes_copied rmw_bytes_copied commands bytes_read bytes_written queue_depth queue_depth_max pool_bytes pool_slices pool_in_use pool_in_use_max latency_p50_us latency_p90_us latency_p99_us reconnects luns "
+	want="transport mr_registrations payload_bytes_copied rmw_bytes_copied commands bytes_read bytes_written queue_depth queue_depth_max pool_bytes pool_slices pool_in_use pool_in_use_max latency_p50_us latency_p90_us latency_p99_us reconnects luns cache_bytes cache_hits cache_misses cache_readahead_bytes cache_readahead_used_bytes cache_readahead_wasted_bytes cache_dirty_blocks cache_writeback_blocks scsi_retries unit_attentions rescans capacity_changes "
 	check_eq ".stats keys" "$keys" "$want"
 	check_eq ".stats: transport tcp" "$(stat_of "$mnt" transport)" tcp
 	check_eq ".stats: pool_slices = queue_depth from the file's options (8)" "$(stat_of "$mnt" pool_slices)" 8
