@@ -17,14 +17,8 @@ state=/tmp/iserfuse-quickstart
 mnt=$state/mnt
 initiator=iqn.2026-11.org.example:quickstart
 
-packages=(
-	build-essential meson ninja-build pkg-config
-	libfuse3-dev fuse3
-	libibverbs-dev librdmacm-dev libnl-3-dev libnl-route-3-dev
-	libcriterion-dev libisal-dev nettle-dev libinih-dev libsystemd-dev
-	tgt istgt libiscsi-bin qemu-utils e2fsprogs
-	clang libclang-rt-14-dev
-)
+# Every package the build and the tests need, from one list.
+mapfile -t packages < <(sed 's/#.*//' "$root/tests/packages.txt" | tr -s ' \t' '\n' | grep .)
 
 say() {
 	printf '==> %s\n' "$*"
