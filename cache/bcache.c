@@ -792,18 +792,26 @@ void bcache_dev_remove(struct bcache_dev *d)
 	free(d);
 }
 
-void bcache_dev_invalidate(struct bcache_dev *d, uint64_t size)
+uint64_t bcache_dev_invalidate(struct bcache_dev *d, uint64_t size)
 {
 	if (!d)
-		return;
+		return 0;
 	struct bcache *c = d->c;
+	uint64_t lost = 0;
 	pthread_mutex_lock(&c->lock);
 	__atomic_store_n(&d->be.size, size, __ATOMIC_RELEASE);
 	c->seq++;
 	for (unsigned i = 0; i < c->n; i++) {
 		struct entry *e = &c->e[i];
-		if (e->dev != d || e->state == E_FREE || e->state == E_DOOMED || e->dirty || e->flushing)
+		if (e->dev != d || e->state == E_FREE || e->state == E_DOOMED || e->flushing)
 			continue;
+		if (e->dirty) {
+			if ((e->blk << c->shift) < size || e->refs)
+				continue; /* the newest data of a block that still exists */
+			lost += c->bsz; /* beyond the LUN's new end: nowhere to write it */
+			e->dirty = false;
+			c->ndirty--;
+		}
 		if (e->state == E_FILLING) {
 			e->stale = true; /* its waiting readers get it, then it is dropped */
 			continue;
@@ -815,6 +823,7 @@ void bcache_dev_invalidate(struct bcache_dev *d, uint64_t size)
 			entry_free(c, e);
 	}
 	pthread_mutex_unlock(&c->lock);
+	return lost;
 }
 
 bool bcache_dev_empty(struct bcache_dev *d) { return atomic_load(&d->ncached) == 0; }

@@ -98,12 +98,14 @@ int bcache_read(struct bcache_dev *d, struct bcache_stream *st, uint64_t off, si
 		bcache_read_fn cb, void *arg);
 
 /*
- * The LUN changed behind the cache (capacity change, a LUN re-created):
- * its size is now `size` bytes; forget d's clean blocks (fills in flight
- * are dropped once their readers have them).  Dirty blocks stay: they are
- * the newest data.  d may be NULL (no cache).
+ * The LUN changed behind the cache (capacity change, a LUN re-created or
+ * gone): its size is now `size` bytes; forget d's clean blocks (fills in
+ * flight are dropped once their readers have them).  Dirty blocks within
+ * the new size stay (the newest data: flush before a resize so that none
+ * straddles the old end); dirty blocks at or beyond it are dropped.
+ * Returns the bytes of dirty data dropped.  d may be NULL (no cache).
  */
-void bcache_dev_invalidate(struct bcache_dev *d, uint64_t size);
+uint64_t bcache_dev_invalidate(struct bcache_dev *d, uint64_t size);
 
 /*
  * Whether d has no block in the cache: an O_DIRECT read may then go to the

@@ -63,7 +63,7 @@ int blk_dev_init(struct blk_dev *d, struct iscsi_session *s, struct buf_pool *po
 
 void blk_dev_set_retry(struct blk_dev *d, struct blk_retry *q, uint32_t budget_ms)
 {
-	d->retry = q;
+	__atomic_store_n(&d->retry, q, __ATOMIC_RELEASE);
 	d->retry_budget_ms = budget_ms;
 }
 
@@ -217,11 +217,12 @@ static void retry_fire(struct blk_retry_item *it)
 static bool retry_later(struct blk_req *r, const struct iscsi_cmd_result *res)
 {
 	struct blk_dev *d = r->d;
+	struct blk_retry *q = __atomic_load_n(&d->retry, __ATOMIC_ACQUIRE); /* NULL once shutting down */
 	const struct scsi_sense *sense = res->has_sense ? &res->sense : NULL;
 	if (res->err)
 		return false;
 	if (sense && sense->key == SCSI_SK_UNIT_ATTENTION)
-		blk_retry_note_ua(d->retry, d->lun_field, sense);
+		blk_retry_note_ua(q, d->lun_field, sense);
 	enum scsi_retry c = scsi_status_retry(res->status, sense);
 	if (c == SCSI_RETRY_NO)
 		return false;
@@ -229,15 +230,15 @@ static bool retry_later(struct blk_req *r, const struct iscsi_cmd_result *res)
 	if (r->retries == 0)
 		r->retry_t0 = now;
 	int delay = scsi_retry_delay_ms(c, (unsigned)r->retries, now - r->retry_t0, d->retry_budget_ms);
-	if (delay < 0 || (!d->retry && r->retries >= BLK_RETRIES)) {
-		blk_retry_count(d->retry, false, false);
+	if (delay < 0 || (!q && r->retries >= BLK_RETRIES)) {
+		blk_retry_count(q, false, false);
 		return false;
 	}
 	r->retries++;
-	blk_retry_count(d->retry, true, delay > 0 && d->retry);
-	if (delay > 0 && d->retry) {
+	blk_retry_count(q, true, delay > 0 && q);
+	if (delay > 0 && q) {
 		r->ritem.fire = retry_fire;
-		blk_retry_schedule(d->retry, &r->ritem, (unsigned)delay);
+		blk_retry_schedule(q, &r->ritem, (unsigned)delay);
 	} else {
 		submit(r);
 	}

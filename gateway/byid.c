@@ -58,6 +58,7 @@ static int add_link(struct gw *g, const char *name, const struct gw_lun *l)
 	struct gw_link *k = &n[g->nlinks];
 	snprintf(k->name, sizeof(k->name), "%s", name);
 	snprintf(k->target, sizeof(k->target), "../%s", l->name);
+	k->lun = l;
 	k->ino = GW_LINK_INO0 + g->nlinks;
 	g->nlinks++;
 	return 0;
@@ -98,9 +99,15 @@ void gw_byid_free(struct gw *g)
 	g->nlinks = 0;
 }
 
+/* A link whose LUN the target no longer reports is hidden (its name may come back as another disk). */
+static bool link_live(const struct gw_link *k)
+{
+	return !__atomic_load_n(&k->lun->gone, __ATOMIC_ACQUIRE);
+}
+
 static const struct gw_link *link_by_ino(struct gw *g, fuse_ino_t ino)
 {
-	if (ino < GW_LINK_INO0 || ino - GW_LINK_INO0 >= g->nlinks)
+	if (ino < GW_LINK_INO0 || ino - GW_LINK_INO0 >= g->nlinks || !link_live(&g->links[ino - GW_LINK_INO0]))
 		return NULL;
 	return &g->links[ino - GW_LINK_INO0];
 }
@@ -117,7 +124,7 @@ fuse_ino_t gw_extra_lookup(struct gw *g, fuse_ino_t parent, const char *name)
 	if (parent != GW_BYID_INO)
 		return 0;
 	for (size_t i = 0; i < g->nlinks; i++)
-		if (!strcmp(g->links[i].name, name))
+		if (!strcmp(g->links[i].name, name) && link_live(&g->links[i]))
 			return g->links[i].ino;
 	return 0;
 }
@@ -164,6 +171,8 @@ void gw_byid_readdir(fuse_req_t req, struct gw *g, size_t size, off_t off)
 			st.st_ino = i == 0 ? GW_BYID_INO : FUSE_ROOT_ID;
 			st.st_mode = S_IFDIR;
 		} else {
+			if (!link_live(&g->links[i - 2]))
+				continue;
 			name = g->links[i - 2].name;
 			st.st_ino = g->links[i - 2].ino;
 			st.st_mode = S_IFLNK;

@@ -124,6 +124,7 @@ struct gw_link {
 	char name[160];
 	char target[24];
 	fuse_ino_t ino;
+	const struct gw_lun *lun; /* the slot it names; hidden while that LUN is gone */
 };
 
 /*

@@ -636,6 +636,19 @@ static void teardown_cache(struct gw *g)
 	g->ncache_slices = 0;
 }
 
+/*
+ * SCSI Async Event (RFC 7143 §11.9.1, AsyncEvent 0), on the event thread:
+ * a UNIT ATTENTION carried this way prompts the same rescan as one on a
+ * command's status.  The retry queue (and its hook) may not exist yet.
+ */
+static void async_sense(void *arg, uint64_t lun, const struct scsi_sense *sense)
+{
+	struct gw *g = arg;
+	struct blk_retry *q = __atomic_load_n(&g->retry, __ATOMIC_ACQUIRE);
+	if (sense && sense->key == SCSI_SK_UNIT_ATTENTION)
+		blk_retry_note_ua(q, lun, sense);
+}
+
 /* ---- daemon start-up ---- */
 
 /*
@@ -872,6 +885,8 @@ int main(int argc, char **argv)
 		goto out;
 	}
 	gw_creds_to_session(&creds, &sc);
+	sc.on_async_sense = async_sense;
+	sc.async_arg = &g;
 	block_stop_signals(&oldmask); /* the event thread inherits the mask: only main takes them */
 	int src = gw_session_open(tmode, &sc, g.pool, &iser, &g.s, err, sizeof(err));
 	pthread_sigmask(SIG_SETMASK, &oldmask, NULL);
@@ -970,7 +985,13 @@ int main(int argc, char **argv)
 		 buf_pool_nslices(g.pool));
 	rc = lrc < 0 || unsynced ? 1 : 0;
 out_session:
-	blk_retry_destroy(g.retry); /* nothing parked now; before the session goes */
+	/* Completions still to come (the close below aborts what is left) must
+	 * not reach the retry queue: detach it from every LUN first. */
+	for (size_t i = 0; i < gw_nluns(&g); i++)
+		blk_dev_set_retry(&g.luns[i].dev, NULL, g.retry_budget_ms);
+	struct blk_retry *rq = g.retry;
+	__atomic_store_n(&g.retry, NULL, __ATOMIC_RELEASE); /* async_sense may still run */
+	blk_retry_destroy(rq); /* fires what is parked, while the session still exists */
 	iscsi_session_close(g.s, 10000);
 	teardown_cache(&g);
 	iser_ctx_destroy(iser); /* after the session: its connections used the registration */

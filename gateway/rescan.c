@@ -23,6 +23,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "../cache/bcache_blk.h"
 #include "../initiator/log.h"
 #include "../initiator/iser.h"
 #include "gateway.h"
@@ -58,11 +59,13 @@ struct gw_lun *gw_lun_add(struct gw *g, const struct iscsi_lun_info *info_in)
 	size_t n = gw_nluns(g);
 	for (size_t i = 0; i < n; i++) {
 		struct gw_lun *l = &g->luns[i];
-		if (is_gone(l) && l->info.lun == info->lun && l->dev.bs == info->cap.block_size) {
+		/* the same LUN back (same number, block size and identifier), not another disk under its number */
+		if (is_gone(l) && l->info.lun == info->lun && l->dev.bs == info->cap.block_size &&
+		    !strcmp(l->info.devid, info->devid)) {
 			l->info = *info;
 			__atomic_store_n(&l->ro, g->ro || info->wp, __ATOMIC_RELAXED);
 			blk_dev_set_capacity(&l->dev, info->cap.nblocks);
-			bcache_dev_invalidate(l->cdev, blk_dev_size(&l->dev)); /* the LUN may have been re-created */
+			bcache_dev_invalidate(l->cdev, blk_dev_size(&l->dev)); /* nothing dirty left (mark_gone); the LUN may be new */
 			__atomic_store_n(&l->gone, false, __ATOMIC_RELEASE);
 			return l;
 		}
@@ -78,6 +81,12 @@ struct gw_lun *gw_lun_add(struct gw *g, const struct iscsi_lun_info *info_in)
 	if (blk_dev_init(&l->dev, g->s, g->pool, info, g->max_io))
 		return NULL;
 	blk_dev_set_retry(&l->dev, g->retry, g->retry_budget_ms);
+	if (g->cache) { /* a LUN that appeared after the mount gets the block cache too */
+		struct bcache_backend be;
+		bcache_blk_backend(&be, &l->dev);
+		if (bcache_dev_add(g->cache, &be, &l->cdev))
+			l->cdev = NULL; /* uncached, still usable */
+	}
 	__atomic_store_n(&g->nluns, n + 1, __ATOMIC_RELEASE);
 	return l;
 }
@@ -124,8 +133,57 @@ static void notify_inode(struct gw *g, fuse_ino_t ino)
 		fuse_lowlevel_notify_inval_inode(g->se, ino, 0, 0); /* attributes and every cached page */
 }
 
+/* Write l's dirty cache blocks back and wait (up to 30 s): before its size changes. */
+struct flush_wait {
+	pthread_mutex_t lock;
+	pthread_cond_t cv;
+	bool done;
+	int err;
+};
+
+static void flush_waited(void *arg, int err, const void *data, size_t len)
+{
+	struct flush_wait *w = arg;
+	(void)data;
+	(void)len;
+	pthread_mutex_lock(&w->lock);
+	w->done = true;
+	w->err = err;
+	pthread_cond_signal(&w->cv);
+	pthread_mutex_unlock(&w->lock);
+}
+
+static void flush_cache(struct gw_lun *l)
+{
+	if (!l->cdev)
+		return;
+	struct flush_wait w = {.lock = PTHREAD_MUTEX_INITIALIZER, .cv = PTHREAD_COND_INITIALIZER};
+	if (bcache_flush(l->cdev, flush_waited, &w))
+		return;
+	struct timespec until;
+	clock_gettime(CLOCK_REALTIME, &until);
+	until.tv_sec += 30;
+	pthread_mutex_lock(&w.lock);
+	while (!w.done)
+		if (pthread_cond_timedwait(&w.cv, &w.lock, &until)) {
+			/* the callback still needs w: wait for it without a limit (the
+			 * command deadline and replacement_timeout bound it) */
+			log_warn("%s: cache write-back before a capacity change is slow", l->name);
+			while (!w.done)
+				pthread_cond_wait(&w.cv, &w.lock);
+		}
+	pthread_mutex_unlock(&w.lock);
+	if (w.err)
+		log_warn("%s: cache write-back before a capacity change failed: %s", l->name, strerror(-w.err));
+}
+
 static void mark_gone(struct gw_rescan *r, struct gw_lun *l, const char *why)
 {
+	uint64_t lost = bcache_dev_invalidate(l->cdev, 0);
+	if (lost) {
+		atomic_store(&l->dev.dirty, true); /* fsync and close report ENODEV: the data never reached the LUN */
+		log_err("%s: %llu bytes written to the cache are lost with the LUN", l->name, (unsigned long long)lost);
+	}
 	__atomic_store_n(&l->gone, true, __ATOMIC_RELEASE);
 	atomic_fetch_add(&r->luns_removed, 1);
 	log_warn("%s: %s; the file is removed", l->name, why);
@@ -241,8 +299,10 @@ static void capacity_round(struct gw_rescan *r, void *buf, size_t buflen)
 		uint64_t old = __atomic_load_n(&l->dev.nblocks, __ATOMIC_ACQUIRE);
 		if (cap.nblocks == old || cap.nblocks > (uint64_t)INT64_MAX / cap.block_size)
 			continue;
+		flush_cache(l); /* no dirty block may straddle the old end */
 		blk_dev_set_capacity(&l->dev, cap.nblocks);
-		bcache_dev_invalidate(l->cdev, blk_dev_size(&l->dev)); /* a LUN re-created larger */
+		if (bcache_dev_invalidate(l->cdev, blk_dev_size(&l->dev)))
+			log_err("%s: cached writes beyond the new end are lost", l->name);
 		l->info.cap.nblocks = cap.nblocks;
 		atomic_fetch_add(&r->capacity_changes, 1);
 		log_warn("%s: capacity changed from %llu to %llu blocks of %u bytes", l->name, (unsigned long long)old,

@@ -1471,6 +1471,7 @@ static void recover(struct iscsi_session *s)
 		log_err("cannot start the new connection to %s:%u: %s", s->cfg.host, s->cfg.port, strerror(-rc));
 		if (s->state == SS_STARTING)
 			s->state = SS_DOWN; /* nt is reaped and the next attempt made by the caller */
+		s->reconnect_delay_ms = RECONNECT_MAX_MS; /* not at once: it would fail the same way */
 		return;
 	}
 	if (s->state != SS_STARTING)
