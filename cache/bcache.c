@@ -564,6 +564,12 @@ bool bcache_write_absorb(struct bcache_dev *d, uint64_t off, size_t len, const v
 				memcpy(e->buf + (s - bstart), (const uint8_t *)data + (s - off), t - s);
 			else
 				memset(e->buf + (s - bstart), 0, t - s);
+			if (e->flushing && !e->dirty) {
+				/* its write-back in flight carries the old bytes and a discard
+				 * is not ordered after it: write the block back once more */
+				e->dirty = true;
+				c->ndirty++;
+			}
 			if (!e->dirty) {
 				e->dirty = true;
 				c->ndirty++;
@@ -614,6 +620,12 @@ struct bcache_write *bcache_write_begin(struct bcache_dev *d, uint64_t off, size
 				memcpy(e->buf + (s - bstart), (const uint8_t *)data + (s - off), t - s);
 			else
 				memset(e->buf + (s - bstart), 0, t - s);
+			if (e->flushing && !e->dirty) {
+				/* its write-back in flight carries the old bytes and a discard
+				 * is not ordered after it: write the block back once more */
+				e->dirty = true;
+				c->ndirty++;
+			}
 		}
 	}
 	if (w) {
