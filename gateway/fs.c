@@ -421,6 +421,7 @@ static void gw_write_buf(fuse_req_t req, fuse_ino_t ino, struct fuse_bufvec *buf
 	}
 	struct fuse_bufvec dst = FUSE_BUFVEC_INIT(len);
 	dst.buf[0].mem = payload;
+	bool in_pipe = bufv->buf[bufv->idx].flags & FUSE_BUF_IS_FD; /* before the copy moves idx on */
 	ssize_t got = fuse_buf_copy(&dst, bufv, 0);
 	if (got < 0 || (size_t)got != len) {
 		blk_write_cancel(r);
@@ -428,7 +429,7 @@ static void gw_write_buf(fuse_req_t req, fuse_ino_t ino, struct fuse_bufvec *buf
 		return;
 	}
 	/* A payload libfuse already read into its own memory was memcpy'd here; one in a pipe was not. */
-	if (!(bufv->buf[bufv->idx].flags & FUSE_BUF_IS_FD))
+	if (!in_pipe)
 		atomic_fetch_add_explicit(&g->payload_copied, len, memory_order_relaxed);
 	if (l->cdev) {
 		cached_write(req, l, (struct gw_file *)(uintptr_t)fi->fh, r, (uint64_t)off, len, payload);
