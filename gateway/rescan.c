@@ -45,6 +45,25 @@ size_t gw_nluns(const struct gw *g) { return __atomic_load_n(&g->nluns, __ATOMIC
 
 static bool is_gone(const struct gw_lun *l) { return __atomic_load_n(&l->gone, __ATOMIC_ACQUIRE); }
 
+/*
+ * Wait about ms on the rescan thread (less if stopping): a LUN that looks
+ * gone or changed is looked at once more before its file goes, so that a
+ * target being restarted or reconfigured (a LUN missing for a moment)
+ * does not take files away from their users.  Returns false when stopping.
+ */
+#define CONFIRM_MS 1500
+static bool pause_ms(struct gw_rescan *r, unsigned ms)
+{
+	uint64_t until = blk_now_ms() + ms;
+	struct timespec ts = {.tv_sec = (time_t)(until / 1000u), .tv_nsec = (long)(until % 1000u) * 1000000L};
+	pthread_mutex_lock(&r->lock);
+	while (!r->stop && pthread_cond_timedwait(&r->cv, &r->lock, &ts) == 0)
+		;
+	bool go_on = !r->stop;
+	pthread_mutex_unlock(&r->lock);
+	return go_on;
+}
+
 struct gw_lun *gw_lun_add(struct gw *g, const struct iscsi_lun_info *info_in)
 {
 	struct iscsi_lun_info capped = *info_in, *info = &capped;
@@ -233,6 +252,16 @@ static void luns_round(struct gw_rescan *r, void *buf, size_t buflen)
 		return;
 	}
 	size_t n = gw_nluns(g);
+	bool missing = false;
+	for (size_t i = 0; i < n && !missing; i++) {
+		bool listed = false;
+		for (size_t j = 0; j < count && !listed; j++)
+			listed = luns[j] == g->luns[i].info.lun;
+		missing = !listed && !is_gone(&g->luns[i]);
+	}
+	/* a LUN missing: ask once more before its file goes */
+	if (missing && (!pause_ms(r, CONFIRM_MS) || iscsi_report_luns(g->s, buf, buflen, luns, GW_MAX_LUNS, &count)))
+		return;
 	for (size_t i = 0; i < n; i++) {
 		struct gw_lun *l = &g->luns[i];
 		bool listed = false;
@@ -283,6 +312,8 @@ static void capacity_round(struct gw_rescan *r, void *buf, size_t buflen)
 		}
 		struct scsi_capacity cap;
 		int rc = read_capacity(r, l, buf, &cap);
+		if ((rc == -ENXIO || (rc == 0 && cap.block_size != l->dev.bs)) && pause_ms(r, CONFIRM_MS))
+			rc = read_capacity(r, l, buf, &cap); /* once more before the file goes */
 		if (rc == -ENXIO) {
 			mark_gone(r, l, "the target no longer has this LUN");
 			continue;
