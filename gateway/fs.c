@@ -228,16 +228,51 @@ static void gw_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 	}
 	fi->keep_cache = 0; /* another initiator may have written since */
 	if (g->cache) {
-		struct gw_file *f = calloc(1, sizeof(*f));
+		struct gw_file *f = gw_file_new(g, (fi->flags & O_DIRECT) != 0);
 		if (!f) {
 			fuse_reply_err(req, ENOMEM);
 			return;
 		}
-		f->direct = (fi->flags & O_DIRECT) != 0;
 		fi->fh = (uint64_t)(uintptr_t)f;
 	}
 	if (fuse_reply_open(req, fi) == -ENOENT && g->cache)
-		free((void *)(uintptr_t)fi->fh); /* interrupted: no release will come */
+		gw_file_free(g, (struct gw_file *)(uintptr_t)fi->fh); /* interrupted: no release will come */
+}
+
+struct gw_file *gw_file_new(struct gw *g, bool direct)
+{
+	struct gw_file *f = calloc(1, sizeof(*f));
+	if (!f)
+		return NULL;
+	f->direct = direct;
+	pthread_mutex_lock(&g->files_lock);
+	f->next = g->files;
+	if (g->files)
+		g->files->prev = f;
+	g->files = f;
+	pthread_mutex_unlock(&g->files_lock);
+	return f;
+}
+
+void gw_file_free(struct gw *g, struct gw_file *f)
+{
+	if (!f)
+		return;
+	pthread_mutex_lock(&g->files_lock);
+	if (f->prev)
+		f->prev->next = f->next;
+	else
+		g->files = f->next;
+	if (f->next)
+		f->next->prev = f->prev;
+	pthread_mutex_unlock(&g->files_lock);
+	free(f);
+}
+
+void gw_files_free_all(struct gw *g)
+{
+	while (g->files)
+		gw_file_free(g, g->files);
 }
 
 /* A lost or broken connection reaches the file's user as EIO, as on a disk. */
@@ -495,7 +530,7 @@ static void gw_release(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi
 	}
 	struct gw *g = gw_of(req);
 	struct gw_lun *l = lun_by_ino(g, ino);
-	free((void *)(uintptr_t)fi->fh);
+	gw_file_free(g, (struct gw_file *)(uintptr_t)fi->fh);
 	/* Write-back: the last close writes the dirty blocks back. */
 	if (l && l->cdev && g->writeback && (fi->flags & O_ACCMODE) != O_RDONLY &&
 	    bcache_flush(l->cdev, release_done, req) == 0)

@@ -10,6 +10,7 @@
 
 #define FUSE_USE_VERSION 312
 #include <fuse_lowlevel.h>
+#include <pthread.h>
 #include <stdatomic.h>
 #include <stdbool.h>
 #include <stdio.h>
@@ -55,6 +56,8 @@ struct gw {
 	struct gw_rescan *rescan;
 	struct bcache *cache;   /* NULL: -o cache_size=0 */
 	bool writeback;         /* -o writeback */
+	pthread_mutex_t files_lock; /* guards files */
+	struct gw_file *files;  /* open LUN files (with the block cache) */
 	atomic_uint_fast64_t payload_copied; /* write payload bytes memcpy'd from libfuse's buffer (not a pipe) */
 	void **cache_slices;    /* pool slices holding the cache blocks */
 	unsigned ncache_slices;
@@ -64,7 +67,16 @@ struct gw {
 struct gw_file {
 	bool direct;                /* opened O_DIRECT: the cache is bypassed */
 	struct bcache_stream stream;
+	struct gw_file *prev, *next; /* on gw->files until release */
 };
+
+/*
+ * Open LUN files with a struct gw_file (fs.c): kept on a list so that those
+ * a stop leaves open (no RELEASE comes after the unmount) are freed.
+ */
+struct gw_file *gw_file_new(struct gw *g, bool direct);
+void gw_file_free(struct gw *g, struct gw_file *f);
+void gw_files_free_all(struct gw *g);
 
 /*
  * Make everything written to l durable: write back its dirty cache

@@ -613,6 +613,7 @@ static int setup_cache(struct gw *g, unsigned long long bytes, unsigned nslices,
 
 static void teardown_cache(struct gw *g)
 {
+	gw_files_free_all(g); /* files a stop left open: no RELEASE comes after the unmount */
 	if (g->cache) {
 		struct bcache_stats st;
 		bcache_get_stats(g->cache, &st);
@@ -724,7 +725,7 @@ int main(int argc, char **argv)
 	struct fuse_cmdline_opts cmd = {0};
 	struct iscsi_url url = {0};
 	struct gw_creds creds = {0};
-	struct gw g = {0};
+	struct gw g = {.files_lock = PTHREAD_MUTEX_INITIALIZER};
 	struct gw_config conf = {0};
 	struct iser_ctx *iser = NULL;
 	struct fuse_session *se = NULL;
