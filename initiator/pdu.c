@@ -41,55 +41,7 @@
 #include <errno.h>
 #include <string.h>
 
-/* ---- big-endian helpers ------------------------------------------------ */
-
-static inline void put16(uint8_t *p, uint16_t v)
-{
-	p[0] = (uint8_t)(v >> 8);
-	p[1] = (uint8_t)v;
-}
-
-static inline void put24(uint8_t *p, uint32_t v)
-{
-	p[0] = (uint8_t)(v >> 16);
-	p[1] = (uint8_t)(v >> 8);
-	p[2] = (uint8_t)v;
-}
-
-static inline void put32(uint8_t *p, uint32_t v)
-{
-	p[0] = (uint8_t)(v >> 24);
-	p[1] = (uint8_t)(v >> 16);
-	p[2] = (uint8_t)(v >> 8);
-	p[3] = (uint8_t)v;
-}
-
-static inline void put64(uint8_t *p, uint64_t v)
-{
-	put32(p, (uint32_t)(v >> 32));
-	put32(p + 4, (uint32_t)v);
-}
-
-static inline uint16_t get16(const uint8_t *p)
-{
-	return (uint16_t)(((unsigned)p[0] << 8) | p[1]);
-}
-
-static inline uint32_t get24(const uint8_t *p)
-{
-	return ((uint32_t)p[0] << 16) | ((uint32_t)p[1] << 8) | p[2];
-}
-
-static inline uint32_t get32(const uint8_t *p)
-{
-	return ((uint32_t)p[0] << 24) | ((uint32_t)p[1] << 16) |
-	       ((uint32_t)p[2] << 8) | p[3];
-}
-
-static inline uint64_t get64(const uint8_t *p)
-{
-	return ((uint64_t)get32(p) << 32) | get32(p + 4);
-}
+#include "be.h"
 
 /* ---- opcode properties ------------------------------------------------- */
 
@@ -202,10 +154,10 @@ int iscsi_bhs_encode(const struct iscsi_bhs *h, uint8_t out[ISCSI_BHS_LEN])
 	else
 		out[1] = BHS_F_BIT; /* fixed to 1 */
 	out[4] = h->ahs_len;
-	put24(out + 5, h->dlen);
+	put_be24(out + 5, h->dlen);
 	if (opcode_has_lun(op))
-		put64(out + 8, h->lun);
-	put32(out + 16, h->itt);
+		put_be64(out + 8, h->lun);
+	put_be32(out + 16, h->itt);
 
 	switch (op) {
 	case ISCSI_OP_SCSI_CMD: /* §11.3 */
@@ -214,9 +166,9 @@ int iscsi_bhs_encode(const struct iscsi_bhs *h, uint8_t out[ISCSI_BHS_LEN])
 		if (h->u.cmd.write)
 			out[1] |= 0x20;
 		out[1] |= h->u.cmd.attr & 0x07;
-		put32(out + 20, h->u.cmd.edtl);
-		put32(out + 24, h->u.cmd.cmdsn);
-		put32(out + 28, h->u.cmd.expstatsn);
+		put_be32(out + 20, h->u.cmd.edtl);
+		put_be32(out + 24, h->u.cmd.cmdsn);
+		put_be32(out + 28, h->u.cmd.expstatsn);
 		memcpy(out + 32, h->u.cmd.cdb, 16);
 		break;
 
@@ -231,36 +183,36 @@ int iscsi_bhs_encode(const struct iscsi_bhs *h, uint8_t out[ISCSI_BHS_LEN])
 			out[1] |= 0x02;
 		out[2] = h->u.rsp.response;
 		out[3] = h->u.rsp.status;
-		put32(out + 20, h->u.rsp.snack_tag);
-		put32(out + 24, h->u.rsp.statsn);
-		put32(out + 28, h->u.rsp.expcmdsn);
-		put32(out + 32, h->u.rsp.maxcmdsn);
-		put32(out + 36, h->u.rsp.expdatasn);
-		put32(out + 40, h->u.rsp.bidi_residual);
-		put32(out + 44, h->u.rsp.residual);
+		put_be32(out + 20, h->u.rsp.snack_tag);
+		put_be32(out + 24, h->u.rsp.statsn);
+		put_be32(out + 28, h->u.rsp.expcmdsn);
+		put_be32(out + 32, h->u.rsp.maxcmdsn);
+		put_be32(out + 36, h->u.rsp.expdatasn);
+		put_be32(out + 40, h->u.rsp.bidi_residual);
+		put_be32(out + 44, h->u.rsp.residual);
 		break;
 
 	case ISCSI_OP_TASK_MGMT_REQ: /* §11.5 */
 		out[1] |= h->u.tmf_req.function & 0x7f;
-		put32(out + 20, h->u.tmf_req.rtt);
-		put32(out + 24, h->u.tmf_req.cmdsn);
-		put32(out + 28, h->u.tmf_req.expstatsn);
-		put32(out + 32, h->u.tmf_req.refcmdsn);
-		put32(out + 36, h->u.tmf_req.expdatasn);
+		put_be32(out + 20, h->u.tmf_req.rtt);
+		put_be32(out + 24, h->u.tmf_req.cmdsn);
+		put_be32(out + 28, h->u.tmf_req.expstatsn);
+		put_be32(out + 32, h->u.tmf_req.refcmdsn);
+		put_be32(out + 36, h->u.tmf_req.expdatasn);
 		break;
 
 	case ISCSI_OP_TASK_MGMT_RSP: /* §11.6 */
 		out[2] = h->u.tmf_rsp.response;
-		put32(out + 24, h->u.tmf_rsp.statsn);
-		put32(out + 28, h->u.tmf_rsp.expcmdsn);
-		put32(out + 32, h->u.tmf_rsp.maxcmdsn);
+		put_be32(out + 24, h->u.tmf_rsp.statsn);
+		put_be32(out + 28, h->u.tmf_rsp.expcmdsn);
+		put_be32(out + 32, h->u.tmf_rsp.maxcmdsn);
 		break;
 
 	case ISCSI_OP_DATA_OUT: /* §11.7.1 */
-		put32(out + 20, h->u.data_out.ttt);
-		put32(out + 28, h->u.data_out.expstatsn);
-		put32(out + 36, h->u.data_out.datasn);
-		put32(out + 40, h->u.data_out.offset);
+		put_be32(out + 20, h->u.data_out.ttt);
+		put_be32(out + 28, h->u.data_out.expstatsn);
+		put_be32(out + 36, h->u.data_out.datasn);
+		put_be32(out + 40, h->u.data_out.offset);
 		break;
 
 	case ISCSI_OP_DATA_IN: /* §11.7.2 */
@@ -273,51 +225,51 @@ int iscsi_bhs_encode(const struct iscsi_bhs *h, uint8_t out[ISCSI_BHS_LEN])
 		if (h->u.data_in.status_present)
 			out[1] |= 0x01;
 		out[3] = h->u.data_in.status;
-		put32(out + 20, h->u.data_in.ttt);
-		put32(out + 24, h->u.data_in.statsn);
-		put32(out + 28, h->u.data_in.expcmdsn);
-		put32(out + 32, h->u.data_in.maxcmdsn);
-		put32(out + 36, h->u.data_in.datasn);
-		put32(out + 40, h->u.data_in.offset);
-		put32(out + 44, h->u.data_in.residual);
+		put_be32(out + 20, h->u.data_in.ttt);
+		put_be32(out + 24, h->u.data_in.statsn);
+		put_be32(out + 28, h->u.data_in.expcmdsn);
+		put_be32(out + 32, h->u.data_in.maxcmdsn);
+		put_be32(out + 36, h->u.data_in.datasn);
+		put_be32(out + 40, h->u.data_in.offset);
+		put_be32(out + 44, h->u.data_in.residual);
 		break;
 
 	case ISCSI_OP_R2T: /* §11.8 */
-		put32(out + 20, h->u.r2t.ttt);
-		put32(out + 24, h->u.r2t.statsn);
-		put32(out + 28, h->u.r2t.expcmdsn);
-		put32(out + 32, h->u.r2t.maxcmdsn);
-		put32(out + 36, h->u.r2t.r2tsn);
-		put32(out + 40, h->u.r2t.offset);
-		put32(out + 44, h->u.r2t.length);
+		put_be32(out + 20, h->u.r2t.ttt);
+		put_be32(out + 24, h->u.r2t.statsn);
+		put_be32(out + 28, h->u.r2t.expcmdsn);
+		put_be32(out + 32, h->u.r2t.maxcmdsn);
+		put_be32(out + 36, h->u.r2t.r2tsn);
+		put_be32(out + 40, h->u.r2t.offset);
+		put_be32(out + 44, h->u.r2t.length);
 		break;
 
 	case ISCSI_OP_ASYNC_MSG: /* §11.9 */
-		put32(out + 24, h->u.async.statsn);
-		put32(out + 28, h->u.async.expcmdsn);
-		put32(out + 32, h->u.async.maxcmdsn);
+		put_be32(out + 24, h->u.async.statsn);
+		put_be32(out + 28, h->u.async.expcmdsn);
+		put_be32(out + 32, h->u.async.maxcmdsn);
 		out[36] = h->u.async.event;
 		out[37] = h->u.async.vcode;
-		put16(out + 38, h->u.async.param1);
-		put16(out + 40, h->u.async.param2);
-		put16(out + 42, h->u.async.param3);
+		put_be16(out + 38, h->u.async.param1);
+		put_be16(out + 40, h->u.async.param2);
+		put_be16(out + 42, h->u.async.param3);
 		break;
 
 	case ISCSI_OP_TEXT_REQ: /* §11.10 */
 		if (h->u.text.cont)
 			out[1] |= 0x40;
-		put32(out + 20, h->u.text.ttt);
-		put32(out + 24, h->u.text.cmdsn);
-		put32(out + 28, h->u.text.expstatsn);
+		put_be32(out + 20, h->u.text.ttt);
+		put_be32(out + 24, h->u.text.cmdsn);
+		put_be32(out + 28, h->u.text.expstatsn);
 		break;
 
 	case ISCSI_OP_TEXT_RSP: /* §11.11 */
 		if (h->u.text.cont)
 			out[1] |= 0x40;
-		put32(out + 20, h->u.text.ttt);
-		put32(out + 24, h->u.text.statsn);
-		put32(out + 28, h->u.text.expcmdsn);
-		put32(out + 32, h->u.text.maxcmdsn);
+		put_be32(out + 20, h->u.text.ttt);
+		put_be32(out + 24, h->u.text.statsn);
+		put_be32(out + 28, h->u.text.expcmdsn);
+		put_be32(out + 32, h->u.text.maxcmdsn);
 		break;
 
 	case ISCSI_OP_LOGIN_REQ: /* §11.12 */
@@ -331,15 +283,15 @@ int iscsi_bhs_encode(const struct iscsi_bhs *h, uint8_t out[ISCSI_BHS_LEN])
 		out[2] = h->u.login.version_max;
 		out[3] = h->u.login.version_min;
 		memcpy(out + 8, h->u.login.isid, 6);
-		put16(out + 14, h->u.login.tsih);
+		put_be16(out + 14, h->u.login.tsih);
 		if (op == ISCSI_OP_LOGIN_REQ) {
-			put16(out + 20, h->u.login.cid);
-			put32(out + 24, h->u.login.cmdsn);
-			put32(out + 28, h->u.login.expstatsn);
+			put_be16(out + 20, h->u.login.cid);
+			put_be32(out + 24, h->u.login.cmdsn);
+			put_be32(out + 28, h->u.login.expstatsn);
 		} else {
-			put32(out + 24, h->u.login.statsn);
-			put32(out + 28, h->u.login.expcmdsn);
-			put32(out + 32, h->u.login.maxcmdsn);
+			put_be32(out + 24, h->u.login.statsn);
+			put_be32(out + 28, h->u.login.expcmdsn);
+			put_be32(out + 32, h->u.login.maxcmdsn);
 			out[36] = h->u.login.status_class;
 			out[37] = h->u.login.status_detail;
 		}
@@ -347,47 +299,47 @@ int iscsi_bhs_encode(const struct iscsi_bhs *h, uint8_t out[ISCSI_BHS_LEN])
 
 	case ISCSI_OP_LOGOUT_REQ: /* §11.14 */
 		out[1] |= h->u.logout.reason & 0x7f;
-		put16(out + 20, h->u.logout.cid);
-		put32(out + 24, h->u.logout.cmdsn);
-		put32(out + 28, h->u.logout.expstatsn);
+		put_be16(out + 20, h->u.logout.cid);
+		put_be32(out + 24, h->u.logout.cmdsn);
+		put_be32(out + 28, h->u.logout.expstatsn);
 		break;
 
 	case ISCSI_OP_LOGOUT_RSP: /* §11.15 */
 		out[2] = h->u.logout.response;
-		put32(out + 24, h->u.logout.statsn);
-		put32(out + 28, h->u.logout.expcmdsn);
-		put32(out + 32, h->u.logout.maxcmdsn);
-		put16(out + 40, h->u.logout.time2wait);
-		put16(out + 42, h->u.logout.time2retain);
+		put_be32(out + 24, h->u.logout.statsn);
+		put_be32(out + 28, h->u.logout.expcmdsn);
+		put_be32(out + 32, h->u.logout.maxcmdsn);
+		put_be16(out + 40, h->u.logout.time2wait);
+		put_be16(out + 42, h->u.logout.time2retain);
 		break;
 
 	case ISCSI_OP_SNACK_REQ: /* §11.16 */
 		out[1] |= h->u.snack.type & 0x0f;
-		put32(out + 20, h->u.snack.ttt);
-		put32(out + 28, h->u.snack.expstatsn);
-		put32(out + 40, h->u.snack.begrun);
-		put32(out + 44, h->u.snack.runlength);
+		put_be32(out + 20, h->u.snack.ttt);
+		put_be32(out + 28, h->u.snack.expstatsn);
+		put_be32(out + 40, h->u.snack.begrun);
+		put_be32(out + 44, h->u.snack.runlength);
 		break;
 
 	case ISCSI_OP_REJECT: /* §11.17 */
 		out[2] = h->u.reject.reason;
-		put32(out + 24, h->u.reject.statsn);
-		put32(out + 28, h->u.reject.expcmdsn);
-		put32(out + 32, h->u.reject.maxcmdsn);
-		put32(out + 36, h->u.reject.datasn);
+		put_be32(out + 24, h->u.reject.statsn);
+		put_be32(out + 28, h->u.reject.expcmdsn);
+		put_be32(out + 32, h->u.reject.maxcmdsn);
+		put_be32(out + 36, h->u.reject.datasn);
 		break;
 
 	case ISCSI_OP_NOP_OUT: /* §11.18 */
-		put32(out + 20, h->u.nop.ttt);
-		put32(out + 24, h->u.nop.cmdsn);
-		put32(out + 28, h->u.nop.expstatsn);
+		put_be32(out + 20, h->u.nop.ttt);
+		put_be32(out + 24, h->u.nop.cmdsn);
+		put_be32(out + 28, h->u.nop.expstatsn);
 		break;
 
 	case ISCSI_OP_NOP_IN: /* §11.19 */
-		put32(out + 20, h->u.nop.ttt);
-		put32(out + 24, h->u.nop.statsn);
-		put32(out + 28, h->u.nop.expcmdsn);
-		put32(out + 32, h->u.nop.maxcmdsn);
+		put_be32(out + 20, h->u.nop.ttt);
+		put_be32(out + 24, h->u.nop.statsn);
+		put_be32(out + 28, h->u.nop.expcmdsn);
+		put_be32(out + 32, h->u.nop.maxcmdsn);
 		break;
 
 	default: /* unreachable: opcode_known() checked above */
@@ -412,19 +364,19 @@ int iscsi_bhs_decode(const uint8_t in[ISCSI_BHS_LEN], struct iscsi_bhs *h)
 	h->immediate = opcode_has_i_bit(op) && (in[0] & BHS_I_BIT);
 	h->final = !opcode_is_login(op) && (b1 & BHS_F_BIT);
 	h->ahs_len = in[4];
-	h->dlen = get24(in + 5);
+	h->dlen = get_be24(in + 5);
 	if (opcode_has_lun(op) || opcode_is_login(op))
-		h->lun = get64(in + 8);
-	h->itt = get32(in + 16);
+		h->lun = get_be64(in + 8);
+	h->itt = get_be32(in + 16);
 
 	switch (op) {
 	case ISCSI_OP_SCSI_CMD:
 		h->u.cmd.read = b1 & 0x40;
 		h->u.cmd.write = b1 & 0x20;
 		h->u.cmd.attr = b1 & 0x07;
-		h->u.cmd.edtl = get32(in + 20);
-		h->u.cmd.cmdsn = get32(in + 24);
-		h->u.cmd.expstatsn = get32(in + 28);
+		h->u.cmd.edtl = get_be32(in + 20);
+		h->u.cmd.cmdsn = get_be32(in + 24);
+		h->u.cmd.expstatsn = get_be32(in + 28);
 		memcpy(h->u.cmd.cdb, in + 32, 16);
 		break;
 
@@ -435,36 +387,36 @@ int iscsi_bhs_decode(const uint8_t in[ISCSI_BHS_LEN], struct iscsi_bhs *h)
 		h->u.rsp.underflow = b1 & 0x02;
 		h->u.rsp.response = in[2];
 		h->u.rsp.status = in[3];
-		h->u.rsp.snack_tag = get32(in + 20);
-		h->u.rsp.statsn = get32(in + 24);
-		h->u.rsp.expcmdsn = get32(in + 28);
-		h->u.rsp.maxcmdsn = get32(in + 32);
-		h->u.rsp.expdatasn = get32(in + 36);
-		h->u.rsp.bidi_residual = get32(in + 40);
-		h->u.rsp.residual = get32(in + 44);
+		h->u.rsp.snack_tag = get_be32(in + 20);
+		h->u.rsp.statsn = get_be32(in + 24);
+		h->u.rsp.expcmdsn = get_be32(in + 28);
+		h->u.rsp.maxcmdsn = get_be32(in + 32);
+		h->u.rsp.expdatasn = get_be32(in + 36);
+		h->u.rsp.bidi_residual = get_be32(in + 40);
+		h->u.rsp.residual = get_be32(in + 44);
 		break;
 
 	case ISCSI_OP_TASK_MGMT_REQ:
 		h->u.tmf_req.function = b1 & 0x7f;
-		h->u.tmf_req.rtt = get32(in + 20);
-		h->u.tmf_req.cmdsn = get32(in + 24);
-		h->u.tmf_req.expstatsn = get32(in + 28);
-		h->u.tmf_req.refcmdsn = get32(in + 32);
-		h->u.tmf_req.expdatasn = get32(in + 36);
+		h->u.tmf_req.rtt = get_be32(in + 20);
+		h->u.tmf_req.cmdsn = get_be32(in + 24);
+		h->u.tmf_req.expstatsn = get_be32(in + 28);
+		h->u.tmf_req.refcmdsn = get_be32(in + 32);
+		h->u.tmf_req.expdatasn = get_be32(in + 36);
 		break;
 
 	case ISCSI_OP_TASK_MGMT_RSP:
 		h->u.tmf_rsp.response = in[2];
-		h->u.tmf_rsp.statsn = get32(in + 24);
-		h->u.tmf_rsp.expcmdsn = get32(in + 28);
-		h->u.tmf_rsp.maxcmdsn = get32(in + 32);
+		h->u.tmf_rsp.statsn = get_be32(in + 24);
+		h->u.tmf_rsp.expcmdsn = get_be32(in + 28);
+		h->u.tmf_rsp.maxcmdsn = get_be32(in + 32);
 		break;
 
 	case ISCSI_OP_DATA_OUT:
-		h->u.data_out.ttt = get32(in + 20);
-		h->u.data_out.expstatsn = get32(in + 28);
-		h->u.data_out.datasn = get32(in + 36);
-		h->u.data_out.offset = get32(in + 40);
+		h->u.data_out.ttt = get_be32(in + 20);
+		h->u.data_out.expstatsn = get_be32(in + 28);
+		h->u.data_out.datasn = get_be32(in + 36);
+		h->u.data_out.offset = get_be32(in + 40);
 		break;
 
 	case ISCSI_OP_DATA_IN:
@@ -473,49 +425,49 @@ int iscsi_bhs_decode(const uint8_t in[ISCSI_BHS_LEN], struct iscsi_bhs *h)
 		h->u.data_in.underflow = b1 & 0x02;
 		h->u.data_in.status_present = b1 & 0x01;
 		h->u.data_in.status = in[3];
-		h->u.data_in.ttt = get32(in + 20);
-		h->u.data_in.statsn = get32(in + 24);
-		h->u.data_in.expcmdsn = get32(in + 28);
-		h->u.data_in.maxcmdsn = get32(in + 32);
-		h->u.data_in.datasn = get32(in + 36);
-		h->u.data_in.offset = get32(in + 40);
-		h->u.data_in.residual = get32(in + 44);
+		h->u.data_in.ttt = get_be32(in + 20);
+		h->u.data_in.statsn = get_be32(in + 24);
+		h->u.data_in.expcmdsn = get_be32(in + 28);
+		h->u.data_in.maxcmdsn = get_be32(in + 32);
+		h->u.data_in.datasn = get_be32(in + 36);
+		h->u.data_in.offset = get_be32(in + 40);
+		h->u.data_in.residual = get_be32(in + 44);
 		break;
 
 	case ISCSI_OP_R2T:
-		h->u.r2t.ttt = get32(in + 20);
-		h->u.r2t.statsn = get32(in + 24);
-		h->u.r2t.expcmdsn = get32(in + 28);
-		h->u.r2t.maxcmdsn = get32(in + 32);
-		h->u.r2t.r2tsn = get32(in + 36);
-		h->u.r2t.offset = get32(in + 40);
-		h->u.r2t.length = get32(in + 44);
+		h->u.r2t.ttt = get_be32(in + 20);
+		h->u.r2t.statsn = get_be32(in + 24);
+		h->u.r2t.expcmdsn = get_be32(in + 28);
+		h->u.r2t.maxcmdsn = get_be32(in + 32);
+		h->u.r2t.r2tsn = get_be32(in + 36);
+		h->u.r2t.offset = get_be32(in + 40);
+		h->u.r2t.length = get_be32(in + 44);
 		break;
 
 	case ISCSI_OP_ASYNC_MSG:
-		h->u.async.statsn = get32(in + 24);
-		h->u.async.expcmdsn = get32(in + 28);
-		h->u.async.maxcmdsn = get32(in + 32);
+		h->u.async.statsn = get_be32(in + 24);
+		h->u.async.expcmdsn = get_be32(in + 28);
+		h->u.async.maxcmdsn = get_be32(in + 32);
 		h->u.async.event = in[36];
 		h->u.async.vcode = in[37];
-		h->u.async.param1 = get16(in + 38);
-		h->u.async.param2 = get16(in + 40);
-		h->u.async.param3 = get16(in + 42);
+		h->u.async.param1 = get_be16(in + 38);
+		h->u.async.param2 = get_be16(in + 40);
+		h->u.async.param3 = get_be16(in + 42);
 		break;
 
 	case ISCSI_OP_TEXT_REQ:
 		h->u.text.cont = b1 & 0x40;
-		h->u.text.ttt = get32(in + 20);
-		h->u.text.cmdsn = get32(in + 24);
-		h->u.text.expstatsn = get32(in + 28);
+		h->u.text.ttt = get_be32(in + 20);
+		h->u.text.cmdsn = get_be32(in + 24);
+		h->u.text.expstatsn = get_be32(in + 28);
 		break;
 
 	case ISCSI_OP_TEXT_RSP:
 		h->u.text.cont = b1 & 0x40;
-		h->u.text.ttt = get32(in + 20);
-		h->u.text.statsn = get32(in + 24);
-		h->u.text.expcmdsn = get32(in + 28);
-		h->u.text.maxcmdsn = get32(in + 32);
+		h->u.text.ttt = get_be32(in + 20);
+		h->u.text.statsn = get_be32(in + 24);
+		h->u.text.expcmdsn = get_be32(in + 28);
+		h->u.text.maxcmdsn = get_be32(in + 32);
 		break;
 
 	case ISCSI_OP_LOGIN_REQ:
@@ -527,15 +479,15 @@ int iscsi_bhs_decode(const uint8_t in[ISCSI_BHS_LEN], struct iscsi_bhs *h)
 		h->u.login.version_max = in[2];
 		h->u.login.version_min = in[3];
 		memcpy(h->u.login.isid, in + 8, 6);
-		h->u.login.tsih = get16(in + 14);
+		h->u.login.tsih = get_be16(in + 14);
 		if (op == ISCSI_OP_LOGIN_REQ) {
-			h->u.login.cid = get16(in + 20);
-			h->u.login.cmdsn = get32(in + 24);
-			h->u.login.expstatsn = get32(in + 28);
+			h->u.login.cid = get_be16(in + 20);
+			h->u.login.cmdsn = get_be32(in + 24);
+			h->u.login.expstatsn = get_be32(in + 28);
 		} else {
-			h->u.login.statsn = get32(in + 24);
-			h->u.login.expcmdsn = get32(in + 28);
-			h->u.login.maxcmdsn = get32(in + 32);
+			h->u.login.statsn = get_be32(in + 24);
+			h->u.login.expcmdsn = get_be32(in + 28);
+			h->u.login.maxcmdsn = get_be32(in + 32);
 			h->u.login.status_class = in[36];
 			h->u.login.status_detail = in[37];
 		}
@@ -543,47 +495,47 @@ int iscsi_bhs_decode(const uint8_t in[ISCSI_BHS_LEN], struct iscsi_bhs *h)
 
 	case ISCSI_OP_LOGOUT_REQ:
 		h->u.logout.reason = b1 & 0x7f;
-		h->u.logout.cid = get16(in + 20);
-		h->u.logout.cmdsn = get32(in + 24);
-		h->u.logout.expstatsn = get32(in + 28);
+		h->u.logout.cid = get_be16(in + 20);
+		h->u.logout.cmdsn = get_be32(in + 24);
+		h->u.logout.expstatsn = get_be32(in + 28);
 		break;
 
 	case ISCSI_OP_LOGOUT_RSP:
 		h->u.logout.response = in[2];
-		h->u.logout.statsn = get32(in + 24);
-		h->u.logout.expcmdsn = get32(in + 28);
-		h->u.logout.maxcmdsn = get32(in + 32);
-		h->u.logout.time2wait = get16(in + 40);
-		h->u.logout.time2retain = get16(in + 42);
+		h->u.logout.statsn = get_be32(in + 24);
+		h->u.logout.expcmdsn = get_be32(in + 28);
+		h->u.logout.maxcmdsn = get_be32(in + 32);
+		h->u.logout.time2wait = get_be16(in + 40);
+		h->u.logout.time2retain = get_be16(in + 42);
 		break;
 
 	case ISCSI_OP_SNACK_REQ:
 		h->u.snack.type = b1 & 0x0f;
-		h->u.snack.ttt = get32(in + 20);
-		h->u.snack.expstatsn = get32(in + 28);
-		h->u.snack.begrun = get32(in + 40);
-		h->u.snack.runlength = get32(in + 44);
+		h->u.snack.ttt = get_be32(in + 20);
+		h->u.snack.expstatsn = get_be32(in + 28);
+		h->u.snack.begrun = get_be32(in + 40);
+		h->u.snack.runlength = get_be32(in + 44);
 		break;
 
 	case ISCSI_OP_REJECT:
 		h->u.reject.reason = in[2];
-		h->u.reject.statsn = get32(in + 24);
-		h->u.reject.expcmdsn = get32(in + 28);
-		h->u.reject.maxcmdsn = get32(in + 32);
-		h->u.reject.datasn = get32(in + 36);
+		h->u.reject.statsn = get_be32(in + 24);
+		h->u.reject.expcmdsn = get_be32(in + 28);
+		h->u.reject.maxcmdsn = get_be32(in + 32);
+		h->u.reject.datasn = get_be32(in + 36);
 		break;
 
 	case ISCSI_OP_NOP_OUT:
-		h->u.nop.ttt = get32(in + 20);
-		h->u.nop.cmdsn = get32(in + 24);
-		h->u.nop.expstatsn = get32(in + 28);
+		h->u.nop.ttt = get_be32(in + 20);
+		h->u.nop.cmdsn = get_be32(in + 24);
+		h->u.nop.expstatsn = get_be32(in + 28);
 		break;
 
 	case ISCSI_OP_NOP_IN:
-		h->u.nop.ttt = get32(in + 20);
-		h->u.nop.statsn = get32(in + 24);
-		h->u.nop.expcmdsn = get32(in + 28);
-		h->u.nop.maxcmdsn = get32(in + 32);
+		h->u.nop.ttt = get_be32(in + 20);
+		h->u.nop.statsn = get_be32(in + 24);
+		h->u.nop.expcmdsn = get_be32(in + 28);
+		h->u.nop.maxcmdsn = get_be32(in + 32);
 		break;
 
 	default: /* unreachable: opcode_known() checked above */
@@ -624,7 +576,7 @@ int iscsi_ahs_walk(const uint8_t *ahs, size_t len,
 
 		if (left < AHS_HDR_LEN)
 			return -EPROTO;
-		vlen = get16(ahs + off);
+		vlen = get_be16(ahs + off);
 		/* vlen <= 65535, so this cannot overflow size_t */
 		total = AHS_HDR_LEN + vlen;
 		total += (4u - (total & 3u)) & 3u;
@@ -653,7 +605,7 @@ int iscsi_ahs_encode(uint8_t type, const uint8_t *value, size_t value_len,
 	if (total > cap)
 		return -ENOSPC;
 
-	put16(out, (uint16_t)value_len);
+	put_be16(out, (uint16_t)value_len);
 	out[2] = type;
 	if (value_len)
 		memcpy(out + AHS_HDR_LEN, value, value_len);

@@ -15,6 +15,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "be.h"
 #include "latency.h"
 #include "log.h"
 
@@ -544,7 +545,7 @@ static int hook_rx_data_dest(void *arg, const uint8_t *bhs, void **dest)
 	struct iscsi_session *s = arg;
 	uint32_t itt = iscsi_wire_itt(bhs);
 	uint32_t dlen = iscsi_wire_dlen(bhs);
-	uint32_t offset = ((uint32_t)bhs[40] << 24) | ((uint32_t)bhs[41] << 16) | ((uint32_t)bhs[42] << 8) | bhs[43];
+	uint32_t offset = get_be32(bhs + 40); /* Buffer Offset */
 	int rc = 0;
 
 	pthread_mutex_lock(&s->lock);
