@@ -52,6 +52,9 @@ int blk_dev_init(struct blk_dev *d, struct iscsi_session *s, struct buf_pool *po
 	uint64_t maxb = 0xffff; /* keeps 10-byte CDBs possible and bursts moderate */
 	if (info->have_block_limits && info->bl.max_xfer_len && info->bl.max_xfer_len < maxb)
 		maxb = info->bl.max_xfer_len;
+	uint32_t cap = iscsi_session_max_cmd_bytes(s); /* the transport's own limit (iSER) */
+	if (cap && cap / d->bs < maxb)
+		maxb = cap / d->bs;
 	d->max_xfer_blocks = (uint32_t)maxb;
 	d->reqs = calloc(buf_pool_nslices(pool), sizeof(*d->reqs));
 	if (!d->reqs)

@@ -25,7 +25,6 @@
 
 #include "../cache/bcache_blk.h"
 #include "../initiator/log.h"
-#include "../initiator/iser.h"
 #include "gateway.h"
 
 #define BLOCK_SIZE_MAX 4096u
@@ -64,17 +63,8 @@ static bool pause_ms(struct gw_rescan *r, unsigned ms)
 	return go_on;
 }
 
-struct gw_lun *gw_lun_add(struct gw *g, const struct iscsi_lun_info *info_in)
+struct gw_lun *gw_lun_add(struct gw *g, const struct iscsi_lun_info *info)
 {
-	struct iscsi_lun_info capped = *info_in, *info = &capped;
-	if (g->iser) {
-		/* one command moves at most ISER_MAX_CMD_BYTES: blkio splits larger requests */
-		uint32_t cap = ISER_MAX_CMD_BYTES / info->cap.block_size;
-		if (!info->have_block_limits || !info->bl.max_xfer_len || info->bl.max_xfer_len > cap) {
-			info->have_block_limits = true;
-			info->bl.max_xfer_len = cap;
-		}
-	}
 	size_t n = gw_nluns(g);
 	for (size_t i = 0; i < n; i++) {
 		struct gw_lun *l = &g->luns[i];

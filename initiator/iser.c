@@ -1014,6 +1014,7 @@ static void iser_destroy(struct iscsi_transport *t)
 const struct iscsi_transport_ops iscsi_iser_transport = {
 	.name = "iser",
 	.data_by_rdma = true,
+	.max_cmd_bytes = ISER_MAX_CMD_BYTES,
 	.connect = iser_connect,
 	.send_pdu = iser_send_pdu,
 	.recv_pdu = iser_recv_pdu,

@@ -1713,6 +1713,11 @@ int iscsi_session_exec(struct iscsi_session *s, struct iscsi_cmd *cmd, struct is
 	return rc;
 }
 
+uint32_t iscsi_session_max_cmd_bytes(const struct iscsi_session *s)
+{
+	return s->cfg.transport->max_cmd_bytes;
+}
+
 const struct iscsi_params *iscsi_session_params(const struct iscsi_session *s) { return &s->params; }
 
 void iscsi_session_get_stats(struct iscsi_session *s, struct iscsi_session_stats *out)

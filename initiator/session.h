@@ -126,6 +126,9 @@ int iscsi_session_submit(struct iscsi_session *s, const struct iscsi_cmd *cmd);
  */
 int iscsi_session_exec(struct iscsi_session *s, struct iscsi_cmd *cmd, struct iscsi_cmd_result *res);
 
+/* Most payload bytes one SCSI command may move on this session's transport; 0 = no limit. */
+uint32_t iscsi_session_max_cmd_bytes(const struct iscsi_session *s);
+
 /* Negotiated parameters (valid after open). */
 const struct iscsi_params *iscsi_session_params(const struct iscsi_session *s);
 

@@ -88,6 +88,12 @@ struct iscsi_transport_ops {
 	 */
 	bool data_by_rdma;
 	/*
+	 * Most payload bytes one SCSI command may move over this transport
+	 * (iSER: the target's per-task buffer); 0 = no limit of its own.
+	 * blk_dev_init splits larger I/O into several commands.
+	 */
+	uint32_t max_cmd_bytes;
+	/*
 	 * Connect to host:port within timeout_ms.  ctx is the transport's own
 	 * per-mount context (for iSER: the device, protection domain and the
 	 * pool's one memory registration), kept by the caller across
