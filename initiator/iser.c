@@ -47,13 +47,13 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/eventfd.h>
 #include <unistd.h>
 
 #include <infiniband/verbs.h>
 #include <rdma/rdma_cma.h>
 
 #include "be.h"
+#include "evthread.h"
 #include "log.h"
 #include "pdu.h"
 
@@ -131,10 +131,7 @@ struct iser_conn {
 	const struct iscsi_transport_hooks *hooks;
 	void *sess;
 	struct iscsi_params params;
-	int evfd;
-	atomic_bool kicked, stop;
-	bool thread_started;
-	pthread_t thread;
+	struct iscsi_evthread ev;   /* the event thread and its wake-up */
 };
 
 /* ---- context ---- */
@@ -335,8 +332,7 @@ static void conn_free(struct iser_conn *c)
 		rdma_destroy_id(c->id);
 	if (c->ech)
 		rdma_destroy_event_channel(c->ech);
-	if (c->evfd >= 0)
-		close(c->evfd);
+	iscsi_evthread_fini(&c->ev);
 	free(c);
 }
 
@@ -355,7 +351,7 @@ static int iser_connect(struct iscsi_transport **out, void *vctx, const char *ho
 	}
 	c->base.ops = &iscsi_iser_transport;
 	c->ctx = x;
-	c->evfd = -1;
+	iscsi_evthread_init(&c->ev);
 	snprintf(c->peer, sizeof(c->peer), "%s:%u", host, port);
 	int64_t deadline = now_ms() + (timeout_ms > 0 ? timeout_ms : 10000);
 	int rc;
@@ -728,7 +724,7 @@ static int poll_batch(struct iser_conn *c, bool deliver)
 		if (!send && c->rx_posted)
 			c->rx_posted--;
 		if (wc[i].status != IBV_WC_SUCCESS) {
-			if (!rc && !atomic_load(&c->stop)) {
+			if (!rc && !atomic_load(&c->ev.stop)) {
 				log_err("iSER: %s completion failed: %s", send ? "send" : "receive",
 					ibv_wc_status_str(wc[i].status));
 				rc = -EIO;
@@ -889,14 +885,14 @@ static void *event_thread(void *arg)
 			err = post_rx(c, &c->pend_idx[i], 1);
 	}
 	c->npend = 0;
-	while (!err && !atomic_load(&c->stop)) {
+	while (!err && !atomic_load(&c->ev.stop)) {
 		int64_t now = now_ms();
 		if (now >= next_tick) {
 			next_tick = now + ISCSI_TICK_MS;
 			if (c->hooks->tick && (err = c->hooks->tick(c->sess, now)))
 				break;
 		}
-		atomic_store(&c->kicked, false);
+		atomic_store(&c->ev.kicked, false);
 		if ((err = tx_flush(c)))
 			break;
 		int n = poll_batch(c, true);
@@ -920,7 +916,7 @@ static void *event_thread(void *arg)
 		}
 		struct pollfd p[3] = {
 			{.fd = c->cch->fd, .events = POLLIN},
-			{.fd = c->evfd, .events = POLLIN},
+			{.fd = c->ev.fd, .events = POLLIN},
 			{.fd = c->ech->fd, .events = POLLIN},
 		};
 		int64_t wait = next_tick - now_ms();
@@ -937,19 +933,14 @@ static void *event_thread(void *arg)
 			if (ibv_get_cq_event(c->cch, &cq, &cctx) == 0)
 				ibv_ack_cq_events(cq, 1);
 		}
-		if (p[1].revents & POLLIN) {
-			uint64_t v;
-			if (read(c->evfd, &v, sizeof(v)) < 0 && errno != EAGAIN) {
-				err = -errno;
-				break;
-			}
-		}
+		if ((p[1].revents & POLLIN) && (err = iscsi_evthread_drain(&c->ev)))
+			break;
 		if ((p[2].revents & POLLIN) && (err = cm_event(c)))
 			break;
 	}
-	if (err && !atomic_load(&c->stop))
+	if (err && !atomic_load(&c->ev.stop))
 		log_debug("%s: iSER connection error: %s", c->peer, strerror(-err));
-	c->hooks->conn_lost(c->sess, atomic_load(&c->stop) ? 0 : (err ? err : -ECONNRESET));
+	c->hooks->conn_lost(c->sess, atomic_load(&c->ev.stop) ? 0 : (err ? err : -ECONNRESET));
 	return NULL;
 }
 
@@ -968,40 +959,19 @@ static int iser_start(struct iscsi_transport *t, const struct iscsi_transport_ho
 	c->hooks = hooks;
 	c->sess = sess;
 	c->params = *params;
-	c->evfd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
-	if (c->evfd < 0)
-		return -errno;
-	int rc = pthread_create(&c->thread, NULL, event_thread, c);
-	if (rc)
-		return -rc;
-	c->thread_started = true;
-	return 0;
+	return iscsi_evthread_start(&c->ev, event_thread, c);
 }
 
 static void iser_kick(struct iscsi_transport *t)
 {
 	struct iser_conn *c = (struct iser_conn *)t;
-	if (c->evfd >= 0 && !atomic_exchange(&c->kicked, true)) {
-		uint64_t one = 1;
-		if (write(c->evfd, &one, sizeof(one)) < 0 && errno != EAGAIN)
-			log_warn("%s: cannot wake the iSER event thread: %s", c->peer, strerror(errno));
-	}
+	iscsi_evthread_kick(&c->ev, c->peer);
 }
 
 static void iser_shutdown(struct iscsi_transport *t)
 {
 	struct iser_conn *c = (struct iser_conn *)t;
-	if (c->thread_started) {
-		atomic_store(&c->stop, true);
-		atomic_store(&c->kicked, false);
-		iser_kick(t);
-		if (!pthread_equal(c->thread, pthread_self()))
-			pthread_join(c->thread, NULL);
-		else
-			pthread_detach(c->thread);
-		c->thread_started = false;
-	}
-	atomic_store(&c->stop, true);
+	iscsi_evthread_stop(&c->ev, c->peer);
 }
 
 static void iser_destroy(struct iscsi_transport *t)

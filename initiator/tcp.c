@@ -34,13 +34,13 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/eventfd.h>
 #include <sys/socket.h>
 #include <sys/uio.h>
 #include <time.h>
 #include <unistd.h>
 
 #include "crc32c.h"
+#include "evthread.h"
 #include "log.h"
 #include "transport.h"
 
@@ -52,16 +52,12 @@
 struct tcp_conn {
 	struct iscsi_transport base;
 	int fd;
-	int evfd;
 	char peer[300];
 	const struct iscsi_transport_hooks *hooks;
 	void *sess;
 	struct iscsi_params params;
 	bool hdig, ddig;                 /* CRC32C header / data digests (full feature phase) */
-	atomic_bool kicked;
-	atomic_bool stop;
-	bool thread_started;
-	pthread_t thread;
+	struct iscsi_evthread ev;        /* the event thread and its wake-up */
 
 	/* ---- owned by the event thread ---- */
 	uint8_t *rxbuf;
@@ -160,7 +156,7 @@ static int tcp_connect(struct iscsi_transport **out, void *ctx, const char *host
 	}
 	c->base.ops = &iscsi_tcp_transport;
 	c->fd = fd;
-	c->evfd = -1;
+	iscsi_evthread_init(&c->ev);
 	snprintf(c->peer, sizeof(c->peer), "%s:%u", host, port);
 	*out = &c->base;
 	return 0;
@@ -505,7 +501,7 @@ static void *event_thread(void *arg)
 	struct tcp_conn *c = arg;
 	int err = 0;
 	int64_t next_tick = now_ms() + ISCSI_TICK_MS;
-	while (!atomic_load(&c->stop)) {
+	while (!atomic_load(&c->ev.stop)) {
 		int64_t now = now_ms();
 		if (now >= next_tick) {
 			next_tick = now + ISCSI_TICK_MS;
@@ -513,12 +509,12 @@ static void *event_thread(void *arg)
 				break;
 		}
 		/* Clear the kick before pulling work so a later kick wakes us again. */
-		atomic_store(&c->kicked, false);
+		atomic_store(&c->ev.kicked, false);
 		if ((err = tx_flush(c)))
 			break;
 		struct pollfd p[2] = {
 			{.fd = c->fd, .events = POLLIN | (c->iovpos < c->iovcnt ? POLLOUT : 0)},
-			{.fd = c->evfd, .events = POLLIN},
+			{.fd = c->ev.fd, .events = POLLIN},
 		};
 		int64_t wait = next_tick - now_ms();
 		int r = poll(p, 2, wait < 0 ? 0 : (int)wait);
@@ -528,13 +524,8 @@ static void *event_thread(void *arg)
 			err = -errno;
 			break;
 		}
-		if (p[1].revents & POLLIN) {
-			uint64_t v;
-			if (read(c->evfd, &v, sizeof(v)) < 0 && errno != EAGAIN) {
-				err = -errno;
-				break;
-			}
-		}
+		if ((p[1].revents & POLLIN) && (err = iscsi_evthread_drain(&c->ev)))
+			break;
 		if (p[0].revents & (POLLIN | POLLERR | POLLHUP)) {
 			if ((err = rx_drain(c)))
 				break;
@@ -543,7 +534,7 @@ static void *event_thread(void *arg)
 	if (err)
 		log_debug("%s: connection error: %s", c->peer, strerror(-err));
 	shutdown(c->fd, SHUT_RDWR);
-	c->hooks->conn_lost(c->sess, atomic_load(&c->stop) ? 0 : (err ? err : -ECONNRESET));
+	c->hooks->conn_lost(c->sess, atomic_load(&c->ev.stop) ? 0 : (err ? err : -ECONNRESET));
 	return NULL;
 }
 
@@ -563,39 +554,21 @@ static int tcp_start(struct iscsi_transport *t, const struct iscsi_transport_hoo
 		c->rxcap = RX_BUF_MIN;
 	c->rxcap *= 2;
 	c->rxbuf = malloc(c->rxcap);
-	c->evfd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
-	if (!c->rxbuf || c->evfd < 0)
+	if (!c->rxbuf)
 		return -ENOMEM;
-	int rc = pthread_create(&c->thread, NULL, event_thread, c);
-	if (rc)
-		return -rc;
-	c->thread_started = true;
-	return 0;
+	return iscsi_evthread_start(&c->ev, event_thread, c);
 }
 
 static void tcp_kick(struct iscsi_transport *t)
 {
 	struct tcp_conn *c = (struct tcp_conn *)t;
-	if (!atomic_exchange(&c->kicked, true)) {
-		uint64_t one = 1;
-		if (write(c->evfd, &one, sizeof(one)) < 0 && errno != EAGAIN)
-			log_warn("%s: cannot wake the event thread: %s", c->peer, strerror(errno));
-	}
+	iscsi_evthread_kick(&c->ev, c->peer);
 }
 
 static void tcp_shutdown(struct iscsi_transport *t)
 {
 	struct tcp_conn *c = (struct tcp_conn *)t;
-	if (c->thread_started) {
-		atomic_store(&c->stop, true);
-		atomic_store(&c->kicked, false);
-		tcp_kick(t);
-		if (!pthread_equal(c->thread, pthread_self()))
-			pthread_join(c->thread, NULL);
-		else
-			pthread_detach(c->thread);
-		c->thread_started = false;
-	}
+	iscsi_evthread_stop(&c->ev, c->peer);
 	if (c->fd >= 0) {
 		close(c->fd);
 		c->fd = -1;
@@ -605,8 +578,7 @@ static void tcp_shutdown(struct iscsi_transport *t)
 static void tcp_destroy(struct iscsi_transport *t)
 {
 	struct tcp_conn *c = (struct tcp_conn *)t;
-	if (c->evfd >= 0)
-		close(c->evfd);
+	iscsi_evthread_fini(&c->ev);
 	free(c->rxbuf);
 	free(c);
 }

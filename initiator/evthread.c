@@ -1,0 +1,68 @@
+/* SPDX-License-Identifier: MIT */
+#include "evthread.h"
+
+#include <errno.h>
+#include <stdint.h>
+#include <string.h>
+#include <sys/eventfd.h>
+#include <unistd.h>
+
+#include "log.h"
+
+void iscsi_evthread_init(struct iscsi_evthread *e)
+{
+	e->fd = -1;
+	atomic_store(&e->kicked, false);
+	atomic_store(&e->stop, false);
+	e->started = false;
+}
+
+int iscsi_evthread_start(struct iscsi_evthread *e, void *(*fn)(void *), void *arg)
+{
+	e->fd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
+	if (e->fd < 0)
+		return -errno;
+	int rc = pthread_create(&e->thread, NULL, fn, arg);
+	if (rc)
+		return -rc;
+	e->started = true;
+	return 0;
+}
+
+void iscsi_evthread_kick(struct iscsi_evthread *e, const char *peer)
+{
+	if (e->fd >= 0 && !atomic_exchange(&e->kicked, true)) {
+		uint64_t one = 1;
+		if (write(e->fd, &one, sizeof(one)) < 0 && errno != EAGAIN)
+			log_warn("%s: cannot wake the event thread: %s", peer, strerror(errno));
+	}
+}
+
+int iscsi_evthread_drain(struct iscsi_evthread *e)
+{
+	uint64_t v;
+	if (read(e->fd, &v, sizeof(v)) < 0 && errno != EAGAIN)
+		return -errno;
+	return 0;
+}
+
+void iscsi_evthread_stop(struct iscsi_evthread *e, const char *peer)
+{
+	atomic_store(&e->stop, true);
+	if (!e->started)
+		return;
+	atomic_store(&e->kicked, false);
+	iscsi_evthread_kick(e, peer);
+	if (!pthread_equal(e->thread, pthread_self()))
+		pthread_join(e->thread, NULL);
+	else
+		pthread_detach(e->thread);
+	e->started = false;
+}
+
+void iscsi_evthread_fini(struct iscsi_evthread *e)
+{
+	if (e->fd >= 0)
+		close(e->fd);
+	e->fd = -1;
+}
