@@ -520,6 +520,18 @@ int bcache_read(struct bcache_dev *d, struct bcache_stream *st, uint64_t off, si
 
 static void writeback_start(struct bcache_dev *d, struct flush_waiter *fw);
 
+/* Copy the part of [off, end) that falls in e's block from data (NULL: zeroes) into it.  Under the lock. */
+static void copy_into(const struct bcache *c, const struct bcache_dev *d, struct entry *e, uint64_t off, uint64_t end,
+		      const void *data)
+{
+	uint64_t bstart = e->blk << c->shift, bend = bstart + blen(d, e->blk);
+	uint64_t s = off > bstart ? off : bstart, t = end < bend ? end : bend;
+	if (data)
+		memcpy(e->buf + (s - bstart), (const uint8_t *)data + (s - off), t - s);
+	else
+		memset(e->buf + (s - bstart), 0, t - s);
+}
+
 bool bcache_write_absorb(struct bcache_dev *d, uint64_t off, size_t len, const void *data)
 {
 	struct bcache *c = d->c;
@@ -558,18 +570,7 @@ bool bcache_write_absorb(struct bcache_dev *d, uint64_t off, size_t len, const v
 	if (ok) {
 		for (unsigned i = 0; i < npin; i++) {
 			struct entry *e = pin[i];
-			uint64_t bstart = e->blk << c->shift, bend = bstart + blen(d, e->blk);
-			uint64_t s = off > bstart ? off : bstart, t = end < bend ? end : bend;
-			if (data)
-				memcpy(e->buf + (s - bstart), (const uint8_t *)data + (s - off), t - s);
-			else
-				memset(e->buf + (s - bstart), 0, t - s);
-			if (e->flushing && !e->dirty) {
-				/* its write-back in flight carries the old bytes and a discard
-				 * is not ordered after it: write the block back once more */
-				e->dirty = true;
-				c->ndirty++;
-			}
+			copy_into(c, d, e, off, end, data);
 			if (!e->dirty) {
 				e->dirty = true;
 				c->ndirty++;
@@ -614,12 +615,7 @@ struct bcache_write *bcache_write_begin(struct bcache_dev *d, uint64_t off, size
 			hash_remove(c, e); /* cannot track this write: drop what it changes */
 			entry_free(c, e);
 		} else {
-			uint64_t bstart = b << c->shift, bend = bstart + blen(d, b);
-			uint64_t s = off > bstart ? off : bstart, t = end < bend ? end : bend;
-			if (data)
-				memcpy(e->buf + (s - bstart), (const uint8_t *)data + (s - off), t - s);
-			else
-				memset(e->buf + (s - bstart), 0, t - s);
+			copy_into(c, d, e, off, end, data);
 			if (e->flushing && !e->dirty) {
 				/* its write-back in flight carries the old bytes and a discard
 				 * is not ordered after it: write the block back once more */

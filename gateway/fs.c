@@ -373,16 +373,20 @@ static void write_done(void *arg, int err, const void *data, size_t len)
 		fuse_reply_write(req, len);
 }
 
-struct cached_write_ctx {
+/*
+ * A write, punch or zero range in flight on a cached LUN (cdev NULL: no
+ * cache), with the token of bcache_write_begin to end when it completes.
+ */
+struct cache_write_ctx {
 	fuse_req_t req;
-	struct gw_lun *l;
+	struct bcache_dev *cdev;
 	struct bcache_write *w;
 };
 
 static void cached_write_done(void *arg, int err, const void *data, size_t len)
 {
-	struct cached_write_ctx *cw = arg;
-	bcache_write_end(cw->l->cdev, cw->w, err);
+	struct cache_write_ctx *cw = arg;
+	bcache_write_end(cw->cdev, cw->w, err);
 	write_done(cw->req, err, data, len);
 	free(cw);
 }
@@ -400,14 +404,13 @@ static void cached_write(fuse_req_t req, struct gw_lun *l, const struct gw_file 
 		fuse_reply_write(req, len);
 		return;
 	}
-	struct cached_write_ctx *cw = malloc(sizeof(*cw));
+	struct cache_write_ctx *cw = malloc(sizeof(*cw));
 	if (!cw) {
 		blk_write_cancel(r);
 		fuse_reply_err(req, ENOMEM);
 		return;
 	}
-	cw->req = req;
-	cw->l = l;
+	*cw = (struct cache_write_ctx){.req = req, .cdev = l->cdev};
 	cw->w = bcache_write_begin(l->cdev, off, len, payload);
 	blk_write_submit(r, cached_write_done, cw);
 }
@@ -555,16 +558,9 @@ static void gw_statfs(fuse_req_t req, fuse_ino_t ino)
 
 /* ---- fallocate and lseek: logical block provisioning (cache/discard.c) ---- */
 
-/* A punch or zero range in flight, with its block cache write token (the cached blocks read as zeroes). */
-struct discard_ctx {
-	fuse_req_t req;
-	struct bcache_dev *cdev;
-	struct bcache_write *w;
-};
-
 static void discard_done(void *arg, int err, const void *data, size_t len)
 {
-	struct discard_ctx *dc = arg;
+	struct cache_write_ctx *dc = arg;
 	(void)data;
 	(void)len;
 	if (dc->cdev)
@@ -626,12 +622,12 @@ static void gw_fallocate(fuse_req_t req, fuse_ino_t ino, int mode, off_t off, of
 		end = blk_dev_size(&l->dev);
 	struct discard_caps caps;
 	discard_caps_from_info(&caps, &l->info);
-	struct discard_ctx *dc = malloc(sizeof(*dc));
+	struct cache_write_ctx *dc = malloc(sizeof(*dc));
 	if (!dc) {
 		fuse_reply_err(req, ENOMEM);
 		return;
 	}
-	*dc = (struct discard_ctx){.req = req, .cdev = l->cdev};
+	*dc = (struct cache_write_ctx){.req = req, .cdev = l->cdev};
 	if (dc->cdev) /* cached blocks of the range become zeroes, as the LUN's will */
 		dc->w = bcache_write_begin(dc->cdev, start, end - start, NULL);
 	int rc = blk_discard(&l->dev, &caps, start, end - start, punch, discard_done, dc);
