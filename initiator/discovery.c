@@ -399,10 +399,6 @@ int iscsi_discover(const struct iscsi_discovery_config *cfg, struct iscsi_disc_l
 		snprintf(err, err_cap, "out of memory");
 		return -ENOMEM;
 	}
-	rc = cfg->transport->connect(&t, cfg->transport_ctx, cfg->host, cfg->port, cfg->timeout_ms, err, err_cap);
-	if (rc)
-		goto out;
-
 	snprintf(lc.initiator_name, sizeof(lc.initiator_name), "%s", cfg->initiator_name);
 	lc.target_name[0] = '\0'; /* SessionType=Discovery */
 	iscsi_isid_random(lc.isid);
@@ -413,24 +409,10 @@ int iscsi_discover(const struct iscsi_discovery_config *cfg, struct iscsi_disc_l
 	memcpy(lc.chap_secret, cfg->chap_secret, sizeof(lc.chap_secret));
 	memcpy(lc.chap_mutual_user, cfg->chap_mutual_user, sizeof(lc.chap_mutual_user));
 	memcpy(lc.chap_mutual_secret, cfg->chap_mutual_secret, sizeof(lc.chap_mutual_secret));
-	rc = iscsi_login(t, &lc, &lr, err, err_cap);
-	if (rc && iscsi_login_chap_retry(&lc, &lr)) {
-		/* The target took CHAP_A=7 for SHA-1 (see iscsi_login_chap_retry): once more without it. */
-		log_info("discovery: login with CHAP SHA-256 refused; retrying without CHAP_A=7");
-		t->ops->shutdown(t);
-		t->ops->destroy(t);
-		t = NULL;
-		rc = cfg->transport->connect(&t, cfg->transport_ctx, cfg->host, cfg->port, cfg->timeout_ms, err,
-					     err_cap);
-		if (rc) {
-			iscsi_login_config_wipe(&lc);
-			goto out;
-		}
-		rc = iscsi_login(t, &lc, &lr, err, err_cap);
-	}
+	rc = iscsi_connect_login(cfg->transport, cfg->transport_ctx, cfg->host, cfg->port, &lc, &lr, &t, err, err_cap);
 	iscsi_login_config_wipe(&lc);
 	if (rc)
-		goto out_close;
+		goto out;
 
 	struct disc_ctx c = {.t = t, .timeout_ms = cfg->timeout_ms, .cmdsn = lr.expcmdsn,
 			     .expstatsn = lr.expstatsn, .cid = lc.cid, .err = err, .err_cap = err_cap};

@@ -778,3 +778,27 @@ out:
 	free(c.in);
 	return rc;
 }
+
+int iscsi_connect_login(const struct iscsi_transport_ops *ops, void *ctx, const char *host, unsigned port,
+			struct iscsi_login_config *cfg, struct iscsi_login_result *res, struct iscsi_transport **out,
+			char *err, size_t err_cap)
+{
+	for (bool retried = false;; retried = true) {
+		struct iscsi_transport *t = NULL;
+		memset(res, 0, sizeof(*res));
+		int rc = ops->connect(&t, ctx, host, port, cfg->timeout_ms, err, err_cap);
+		if (rc)
+			return rc;
+		rc = iscsi_login(t, cfg, res, err, err_cap);
+		if (rc == 0) {
+			*out = t;
+			return 0;
+		}
+		t->ops->shutdown(t);
+		t->ops->destroy(t);
+		if (retried || !iscsi_login_chap_retry(cfg, res))
+			return rc;
+		/* The target took CHAP_A=7 for SHA-1 (see iscsi_login_chap_retry): once more without it. */
+		log_info("login with CHAP SHA-256 refused; retrying without CHAP_A=7");
+	}
+}

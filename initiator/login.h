@@ -76,6 +76,19 @@ int iscsi_login(struct iscsi_transport *t, const struct iscsi_login_config *cfg,
 bool iscsi_login_chap_retry(struct iscsi_login_config *cfg, const struct iscsi_login_result *res);
 
 /*
+ * Connect through ops (ctx as for ops->connect) to host:port within
+ * cfg->timeout_ms and log in with cfg (RFC 7143 §6); when the target
+ * refused the answer to CHAP_A=7 (iscsi_login_chap_retry narrows
+ * cfg->chap_algs), connect and log in once more.  On success *out is the
+ * connected transport, not started, owned by the caller.  Returns 0, or
+ * the connect or login error (negative errno) with a reason in err; *res
+ * is the last login's result (zeroed when no login was answered).
+ */
+int iscsi_connect_login(const struct iscsi_transport_ops *ops, void *ctx, const char *host, unsigned port,
+			struct iscsi_login_config *cfg, struct iscsi_login_result *res, struct iscsi_transport **out,
+			char *err, size_t err_cap);
+
+/*
  * Split a TargetAddress value (RFC 7143 §13.8: domainname[:port][,tpgt],
  * an IPv6 address in brackets) into host (without brackets, host_cap bytes)
  * and *port (3260 when absent).  0, or -EINVAL for a malformed value.

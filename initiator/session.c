@@ -1247,26 +1247,12 @@ static int connect_login(struct iscsi_session *s, int timeout_ms, struct iscsi_t
 
 	struct iscsi_transport *t = NULL;
 	int rc = 0;
-	bool chap_retried = false;
 	for (unsigned hop = 0;; hop++) {
-		rc = cfg->transport->connect(&t, cfg->transport_ctx, host, port, timeout_ms, err, err_cap);
-		if (rc) {
-			t = NULL;
-			break;
-		}
-		rc = iscsi_login(t, &lc, lr, err, err_cap);
+		rc = iscsi_connect_login(cfg->transport, cfg->transport_ctx, host, port, &lc, lr, &t, err, err_cap);
+		memcpy(s->chap_algs, lc.chap_algs, sizeof(s->chap_algs)); /* a narrowed CHAP_A offer is kept */
 		if (rc == 0)
 			break;
-		t->ops->shutdown(t);
-		t->ops->destroy(t);
 		t = NULL;
-		if (!chap_retried && iscsi_login_chap_retry(&lc, lr)) {
-			/* The target took CHAP_A=7 for SHA-1 (see iscsi_login_chap_retry): once more without it. */
-			log_info("login with CHAP SHA-256 refused; retrying without CHAP_A=7");
-			memcpy(s->chap_algs, lc.chap_algs, sizeof(s->chap_algs));
-			chap_retried = true;
-			continue;
-		}
 		if (lr->status_class != 0x01 || hop == REDIRECTS_MAX)
 			break;
 		char nhost[ISCSI_URL_HOST_MAX];
