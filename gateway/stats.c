@@ -6,6 +6,7 @@
  * a line in rows[], and where it is filled in take_snapshot.
  */
 #include <errno.h>
+#include <stdatomic.h>
 #include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -133,10 +134,25 @@ int gw_stats_render(struct gw *g, char **out, size_t *len)
 	return 0;
 }
 
+/*
+ * One open .stats: its snapshot.  The kernel may send RELEASE as soon as a
+ * read's reply reached the reader, while the worker that replied is still
+ * in fuse_reply_buf: a reference per reply in progress keeps the text
+ * alive until both are done.
+ */
 struct stats_file {
+	atomic_uint refs;
 	size_t len;
 	char *text;
 };
+
+static void stats_file_put(struct stats_file *sf)
+{
+	if (atomic_fetch_sub(&sf->refs, 1) == 1) {
+		free(sf->text);
+		free(sf);
+	}
+}
 
 void gw_stats_open(fuse_req_t req, struct fuse_file_info *fi)
 {
@@ -151,6 +167,7 @@ void gw_stats_open(fuse_req_t req, struct fuse_file_info *fi)
 		fuse_reply_err(req, ENOMEM);
 		return;
 	}
+	atomic_init(&sf->refs, 1); /* the open file's */
 	fi->fh = (uint64_t)(uintptr_t)sf;
 	fi->direct_io = 1; /* the size changes between snapshots: read until EOF */
 	fi->keep_cache = 0;
@@ -159,22 +176,23 @@ void gw_stats_open(fuse_req_t req, struct fuse_file_info *fi)
 
 void gw_stats_read(fuse_req_t req, size_t size, off_t off, struct fuse_file_info *fi)
 {
-	const struct stats_file *sf = (const struct stats_file *)(uintptr_t)fi->fh;
+	struct stats_file *sf = (struct stats_file *)(uintptr_t)fi->fh;
 	if (off < 0 || (uint64_t)off >= sf->len) {
 		fuse_reply_buf(req, NULL, 0);
 		return;
 	}
 	if (size > sf->len - (size_t)off)
 		size = sf->len - (size_t)off;
+	atomic_fetch_add(&sf->refs, 1);
 	fuse_reply_buf(req, sf->text + off, size);
+	stats_file_put(sf);
 }
 
 void gw_stats_release(fuse_req_t req, struct fuse_file_info *fi)
 {
 	struct stats_file *sf = (struct stats_file *)(uintptr_t)fi->fh;
 	if (sf)
-		free(sf->text);
-	free(sf);
+		stats_file_put(sf);
 	fuse_reply_err(req, 0);
 }
 
