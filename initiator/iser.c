@@ -7,8 +7,8 @@
  * the 28-byte iSER header (§9.2); SCSI data does not: the target
  * RDMA-writes READ data into the task's buffer (Read STag / Base Offset)
  * and RDMA-reads WRITE data from it (Write STag / Base Offset) beyond the
- * unsolicited part, which rides in the command's SEND (immediate data)
- * and in Data-Out SENDs (InitialR2T=No).  The STag is always the rkey of
+ * unsolicited part, which rides in the command's SEND (immediate data;
+ * we ask for InitialR2T=Yes, so no Data-Out SENDs follow).  The STag is always the rkey of
  * the pool's one registration (iser_ctx); the session sees no Data-In and
  * no R2T PDUs (ops.data_by_rdma).
  *
@@ -1000,6 +1000,16 @@ void iser_neg_config(struct iscsi_neg_config *neg)
 	neg->iser_initiator_recv_dsl = ISER_RECV_DSL;
 	neg->iser_target_recv_dsl = ISER_TARGET_DSL;
 	neg->iser_max_unexpected = ISER_UNEXPECTED;
+	/*
+	 * InitialR2T=Yes (an OR key, RFC 7143 §13.10, so it holds whatever
+	 * the target offers): a write's unsolicited part is its immediate data
+	 * only, and the target RDMA-reads the rest.  Unsolicited Data-Out SENDs
+	 * would each take one of the target's receive buffers and save no round
+	 * trip over RDMA; and tgt's iSER driver (1.0.85) mistakes later PDUs
+	 * for garbage once it has taken some (it drops the connection, and
+	 * answers ILLEGAL REQUEST for commands it misreads).
+	 */
+	neg->initial_r2t = true;
 	/* RFC 7145 §6.3: no digests over RDMA */
 	neg->header_digest_crc32c = false;
 	neg->data_digest_crc32c = false;

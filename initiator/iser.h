@@ -49,7 +49,8 @@ void iser_ctx_destroy(struct iser_ctx *ctx);
 /*
  * Set the iSER login keys in neg (RFC 7145 §6.3): RDMAExtensions=Yes,
  * InitiatorRecvDataSegmentLength (what our receive buffers hold),
- * TargetRecvDataSegmentLength, MaxOutstandingUnexpectedPDUs; digests off.
+ * TargetRecvDataSegmentLength, MaxOutstandingUnexpectedPDUs; InitialR2T=Yes
+ * (unsolicited data is immediate data only); digests off.
  */
 void iser_neg_config(struct iscsi_neg_config *neg);
 

@@ -4,6 +4,7 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "iser.h"
 #include "text.h"
 
 /* compare a buffer with a literal that contains NULs */
@@ -1117,6 +1118,32 @@ Test(neg_iser, keys_offered_and_applied)
 	cr_assert_eq(p.max_recv_dsl, 4096);
 	cr_assert_eq(p.max_unexpected, 0);
 	cr_assert_eq(rl, 0); /* nothing owed */
+}
+
+/* The iSER offer asks for InitialR2T=Yes: whatever the target says, no
+ * unsolicited Data-Out follows a write's immediate data. */
+Test(neg_iser, initial_r2t_yes)
+{
+	struct iscsi_neg_config cfg;
+	iscsi_neg_config_default(&cfg);
+	iser_neg_config(&cfg);
+	char buf[2048];
+	size_t len = 0;
+	cr_assert_eq(iscsi_neg_build_offer(&cfg, buf, sizeof(buf), &len), 0);
+	cr_assert(memmem(buf, len, "InitialR2T=Yes", 15) != NULL);
+	cr_assert(memmem(buf, len, "ImmediateData=Yes", 18) != NULL);
+
+	struct iscsi_neg n;
+	char reply[256];
+	size_t rl = 0;
+	iscsi_neg_init(&n, &cfg);
+	cr_assert_eq(iscsi_neg_apply(&n, "RDMAExtensions", "Yes", reply, sizeof(reply), &rl), 0);
+	cr_assert_eq(iscsi_neg_apply(&n, "InitialR2T", "No", reply, sizeof(reply), &rl), 0);
+	cr_assert_eq(iscsi_neg_apply(&n, "ImmediateData", "Yes", reply, sizeof(reply), &rl), 0);
+	struct iscsi_params p;
+	iscsi_neg_finish(&n, &p);
+	cr_assert(p.initial_r2t);
+	cr_assert(p.immediate_data);
 }
 
 /* Without the offer, the iSER keys are ignored and nothing changes. */

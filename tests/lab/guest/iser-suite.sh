@@ -81,15 +81,19 @@ else
 	fail "mount with max_io_kib=4096"; note "$LOG"
 fi
 
-# QD 128 verified random writes, with immediate/unsolicited data on (target side) and off
+# QD 128 verified random writes of 4-64 KiB, with the target offering
+# immediate and unsolicited data (ImmediateData=Yes, InitialR2T=No) and
+# not: we keep InitialR2T=Yes over iSER, so the first 8 KiB at most ride
+# in the command's SEND and the target RDMA-reads the rest
 for imm in No Yes; do
 	tid=$(tgtadm --lld iser --op show --mode target | awk -v q="$IQN" '$0 ~ q {sub(":","",$2); print $2; exit}')
 	tgtadm --lld iser --op update --mode target --tid "$tid" --name ImmediateData --value $imm > /dev/null 2>&1
 	tgtadm --lld iser --op update --mode target --tid "$tid" --name InitialR2T --value $([ $imm = Yes ] && echo No || echo Yes) > /dev/null 2>&1
 	: > "$LOG"
-	if mount_lun -o transport=iser,queue_depth=128; then
+	if mount_lun -o transport=iser,queue_depth=128,log_level=info; then
 		grep -o "ImmediateData [A-Za-z]*, InitialR2T [A-Za-z]*" "$LOG" | head -1 | sed 's/^/# negotiated: /'
-		if timeout 300 fio --name=qd128 --filename="$MNT/lun1" --rw=randwrite --bs=4k --size=16M --offset=64M \
+		check "InitialR2T=Yes whatever the target offers (ImmediateData=$imm)" grep -q "InitialR2T Yes" "$LOG"
+		if timeout 300 fio --name=qd128 --filename="$MNT/lun1" --rw=randwrite --bsrange=4k-64k --size=16M --offset=64M \
 			--direct=1 --ioengine=libaio --iodepth=128 --verify=crc32c --do_verify=1 --verify_state_save=0 > "$OUT/fio-qd128-$imm.txt" 2>&1; then
 			pass "QD 128 verified random writes (target ImmediateData=$imm)"
 		else
