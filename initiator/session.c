@@ -130,11 +130,13 @@ struct iscsi_session {
 	/* Logout (§11.14) */
 	bool logout_want, logout_sent, logout_done;
 	/*
-	 * The target asked for a logout (Async Message, AsyncEvent 1): new
+	 * The target asked for a logout or for a parameter renegotiation
+	 * (Async Message, AsyncEvent 1 or 4): new
 	 * commands park; once none is in flight (or at relogin_deadline_ms)
 	 * Logout, then the connection is dropped and recovery logs in again.
 	 */
 	bool relogin_pending, logout_relogin;
+	const char *relogin_reason; /* AsyncEvent 1 or 4, for the recovery line */
 	int64_t relogin_deadline_ms, logout_sent_ms;
 	const char *drop_reason;    /* why the session itself drops the connection, for the recovery line */
 	int64_t reconnect_delay_ms; /* Time2Wait the target asked for before we reconnect */
@@ -819,7 +821,8 @@ static int64_t async_secs_ms(uint16_t secs)
  * new commands, log out once none is in flight (within Parameter3 seconds)
  * and log in again; 2, 3: the target will drop the connection or the
  * session: drop it now and reconnect after Time2Wait (Parameter2); 4:
- * parameter renegotiation: not done in the full feature phase, logged.
+ * parameter renegotiation: as 1, the new login negotiates them all again
+ * (§11.9.1 allows a Logout Request for it), logout within 2 s.
  * Lock held.  0, or a negative errno to drop the connection.
  */
 static int rx_async(struct iscsi_session *s, const struct iscsi_bhs *h, const uint8_t *data, uint32_t dlen,
@@ -842,10 +845,18 @@ static int rx_async(struct iscsi_session *s, const struct iscsi_bhs *h, const ui
 		return 0;
 	}
 	case 1:
+	case 4:
 		if (!s->relogin_pending && !s->logout_want) {
-			log_warn("target requests a logout within %u s: logging out and in again", h->u.async.param3);
+			bool renegotiate = h->u.async.event == 4;
+			uint16_t secs = renegotiate || !h->u.async.param3 ? 2 : h->u.async.param3;
+			if (renegotiate)
+				log_warn("target asks to renegotiate parameters: logging out and in again");
+			else
+				log_warn("target requests a logout within %u s: logging out and in again", secs);
 			s->relogin_pending = true;
-			s->relogin_deadline_ms = iscsi_now_ms() + async_secs_ms(h->u.async.param3 ? h->u.async.param3 : 2);
+			s->relogin_reason = renegotiate ? "a parameter renegotiation requested by the target"
+							: "a logout requested by the target";
+			s->relogin_deadline_ms = iscsi_now_ms() + async_secs_ms(secs);
 		}
 		return 0;
 	case 2:
@@ -856,9 +867,6 @@ static int rx_async(struct iscsi_session *s, const struct iscsi_bhs *h, const ui
 						       : "the target announced dropping the session";
 		s->reconnect_delay_ms = async_secs_ms(h->u.async.param2);
 		return -ECONNRESET;
-	case 4:
-		log_warn("target asks to renegotiate parameters: ignored (no Text negotiation in the full feature phase)");
-		return 0;
 	default:
 		log_warn("target sent asynchronous event %u (vcode %u): ignored", h->u.async.event, h->u.async.vcode);
 		return 0;
@@ -936,7 +944,7 @@ static int hook_rx_pdu(void *arg, const uint8_t *bhs, const uint8_t *data, uint3
 		pthread_cond_broadcast(&s->state_cv);
 		if (s->logout_relogin) {
 			/* Logged out as the target asked: log in again after its Time2Wait. */
-			s->drop_reason = "a logout requested by the target";
+			s->drop_reason = s->relogin_reason;
 			s->reconnect_delay_ms = (int64_t)h.u.logout.time2wait * 1000;
 			rc = -ECONNRESET;
 		}
@@ -1169,7 +1177,7 @@ static int hook_tick(void *arg, int64_t now)
 	}
 	if (!rc && s->logout_relogin && s->logout_sent && now - s->logout_sent_ms > 5000) {
 		log_err("no Logout Response within 5 s: dropping the connection");
-		s->drop_reason = "a logout requested by the target";
+		s->drop_reason = s->relogin_reason;
 		rc = -ETIMEDOUT;
 	}
 	if (!rc && s->cfg.noop_interval_ms > 0 && !s->logout_want) {

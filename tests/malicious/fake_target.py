@@ -97,6 +97,7 @@ TRIGGER = {
     "login_out_of_resources": "login",     # 0x0302 out of resources, once
     "async_logout": "read",                # Async Message: target requests logout (AsyncEvent 1)
     "async_drop_connection": "read",       # Async Message: target will drop the connection (AsyncEvent 2)
+    "async_renegotiate": "read",           # Async Message: target requests parameter negotiation (AsyncEvent 4)
 }
 
 # Shared by the connections of one run: the second portal's port, and
@@ -757,8 +758,8 @@ class Conn:
                 off += k
                 sn += 1
                 i += 1
-        elif m in ("async_logout", "async_drop_connection"):
-            event = 1 if m == "async_logout" else 2
+        elif m in ("async_logout", "async_drop_connection", "async_renegotiate"):
+            event = {"async_logout": 1, "async_drop_connection": 2, "async_renegotiate": 4}[m]
             h = bhs(OP_ASYNC, 0x80, 0, 0, RESERVED)
             self.sn_fields(h)
             h[36] = event

@@ -115,6 +115,7 @@ declare -A expect=(
 	[login_out_of_resources]="ok alive"
 	[async_logout]="ok recovered"
 	[async_drop_connection]="ok recovered"
+	[async_renegotiate]="ok recovered"
 	# login and LUN probe: nothing is mounted
 	[login_duplicate_key]="no_mount -"
 	[login_bad_value]="no_mount -"
@@ -368,6 +369,7 @@ declare -A expect_log=(
 	[login_out_of_resources]="out of resources (status 0x0302): retrying"
 	[async_logout]="reinstated after a logout requested by the target"
 	[async_drop_connection]="reinstated after the target announced dropping the connection"
+	[async_renegotiate]="reinstated after a parameter renegotiation requested by the target"
 )
 if [[ -n ${expect_log[$scenario]:-} && -z $always ]]; then
 	check "logged: ${expect_log[$scenario]}" grep -qF "${expect_log[$scenario]}" "$work/daemon.log"
