@@ -288,7 +288,19 @@ static int read_capacity(struct gw_rescan *r, struct gw_lun *l, void *buf, struc
 	return rc;
 }
 
-/* READ CAPACITY of every LUN file: sizes follow the target. */
+/* The WP bit of MODE SENSE: the file turns read-only (EROFS) or writable with the LUN. */
+static void wp_follow(struct gw_rescan *r, struct gw_lun *l, void *buf)
+{
+	bool wp;
+	if (iscsi_lun_write_protect(r->g->s, l->info.lun_field, buf, &wp) || wp == l->info.wp)
+		return;
+	l->info.wp = wp;
+	__atomic_store_n(&l->ro, r->g->ro || wp, __ATOMIC_RELAXED);
+	log_warn("%s: the target turned write protection %s", l->name, wp ? "on" : "off");
+	notify_inode(r->g, l->ino);
+}
+
+/* READ CAPACITY and MODE SENSE of every LUN file: sizes and write protection follow the target. */
 static void capacity_round(struct gw_rescan *r, void *buf, size_t buflen)
 {
 	struct gw *g = r->g;
@@ -317,6 +329,7 @@ static void capacity_round(struct gw_rescan *r, void *buf, size_t buflen)
 			prompt(r, SCSI_UA_LUNS); /* probe it again as a new LUN */
 			continue;
 		}
+		wp_follow(r, l, buf);
 		uint64_t old = __atomic_load_n(&l->dev.nblocks, __ATOMIC_ACQUIRE);
 		if (cap.nblocks == old || cap.nblocks > (uint64_t)INT64_MAX / cap.block_size)
 			continue;

@@ -151,15 +151,25 @@ int iscsi_lun_probe(struct iscsi_session *s, uint16_t lun, void *vbuf, size_t bu
 	    (o->cap.block_size & (o->cap.block_size - 1)))
 		return -EPROTO;
 
-	rc = run(s, o->lun_field, cdb, scsi_cdb_mode_sense6(cdb, 0x3f, 0, 255), buf, 255, &got);
-	if (rc == 0)
-		rc = scsi_parse_mode_sense6_wp(buf, got, &o->wp);
-	if (rc) {
-		rc = run(s, o->lun_field, cdb, scsi_cdb_mode_sense10(cdb, 0x3f, 0, 512), buf, 512, &got);
-		if (rc == 0)
-			rc = scsi_parse_mode_sense10_wp(buf, got, &o->wp);
-		if (rc)
-			o->wp = false; /* no mode pages: assume writable, writes will say otherwise */
-	}
+	if (iscsi_lun_write_protect(s, o->lun_field, buf, &o->wp))
+		o->wp = false; /* no mode pages: assume writable, writes will say otherwise */
 	return 0;
+}
+
+int iscsi_lun_write_protect(struct iscsi_session *s, uint64_t lun_field, void *vbuf, bool *wp)
+{
+	uint8_t cdb[SCSI_CDB_MAX], *buf = vbuf;
+	uint32_t got;
+	bool v = false;
+	int rc = run(s, lun_field, cdb, scsi_cdb_mode_sense6(cdb, 0x3f, 0, 255), buf, 255, &got);
+	if (rc == 0)
+		rc = scsi_parse_mode_sense6_wp(buf, got, &v);
+	if (rc) {
+		rc = run(s, lun_field, cdb, scsi_cdb_mode_sense10(cdb, 0x3f, 0, 512), buf, 512, &got);
+		if (rc == 0)
+			rc = scsi_parse_mode_sense10_wp(buf, got, &v);
+	}
+	if (rc == 0)
+		*wp = v;
+	return rc;
 }

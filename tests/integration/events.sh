@@ -15,7 +15,9 @@
 #    enlarge the backing file, add it again) -> the file's size follows;
 #    data old and new is checked against the backing file both ways; add
 #    LUN 2 -> lun2 appears; remove it with the file open -> the name goes,
-#    reads on the open file fail with ENODEV; add it back.  With rescans off,
+#    reads on the open file fail with ENODEV; add it back; write-protect it
+#    (readonly=1) -> the file turns read-only and writes fail with EROFS,
+#    and back (readonly=0) -> writable again.  With rescans off,
 #    the REPORTED LUNS DATA HAS CHANGED UNIT ATTENTION that tgtd raises on
 #    LUN 1 when LUN 3 is added (deleted) makes lun3 appear (go).
 # 3. Stopping: SIGTERM while a writer is busy -> exit 0, every byte the
@@ -104,6 +106,8 @@ size_is() { [[ $(stat -c %s "$1" 2>/dev/null) == "$2" ]]; }
 # The LUN files in the mount's root (by-id/ and .stats are not LUNs).
 lun_files() { ls "$mnt" 2>/dev/null | grep '^lun' | tr '\n' ' '; }
 listing_is() { [[ $(lun_files) == "$1" ]]; }
+# writable FILE yes|no: whether any write bit is set in FILE's mode
+writable() { local m; m=$(stat -c %a "$1" 2>/dev/null) && [[ $(((8#$m & 8#222) ? 1 : 0)) == $([[ $2 == yes ]] && echo 1 || echo 0) ]]; }
 
 sanitizer_clean() {
 	if grep -qE 'AddressSanitizer|LeakSanitizer|runtime error' "$1"; then
@@ -274,6 +278,30 @@ if mount_gw "$TGT_URL" "$work/daemon-grow.log" -o rescan_interval=1; then
 		fail "re-add: lun2 is back"
 	fi
 	check "re-add: lun2 reads its data" cmp -n 1048576 "$mnt/lun2" "$work/src"
+
+	# write protection: tgtd's readonly LU parameter sets the WP bit of MODE SENSE
+	adm --op update --mode logicalunit --tid 1 --lun 2 --params readonly=1
+	if took=$(wait_for 10 writable "$mnt/lun2" no); then
+		pass "write protect: lun2 turns read-only (${took} s)"
+	else
+		fail "write protect: lun2 turns read-only (mode $(stat -c %a "$mnt/lun2"))"
+	fi
+	rc=0
+	dd if="$work/src" of="$mnt/lun2" bs=4096 count=1 conv=notrunc oflag=direct status=none 2>"$work/dd.log" || rc=$?
+	if ((rc != 0)) && grep -q 'Read-only file system' "$work/dd.log"; then
+		pass "write protect: a write fails with EROFS"
+	else
+		fail "write protect: a write fails with EROFS (dd exit $rc)"
+		note "$work/dd.log"
+	fi
+	adm --op update --mode logicalunit --tid 1 --lun 2 --params readonly=0
+	if took=$(wait_for 10 writable "$mnt/lun2" yes); then
+		pass "write protect off: lun2 is writable again (${took} s)"
+	else
+		fail "write protect off: lun2 is writable again (mode $(stat -c %a "$mnt/lun2"))"
+	fi
+	dd if="$work/src" of="$mnt/lun2" bs=1M skip=3 seek=2 count=1 conv=notrunc,fsync status=none 2>"$work/dd.log" || note "$work/dd.log"
+	check "write protect off: a write lands in the backing file" cmp "$work/src" "$work/lun2.img" 3145728 2097152 -n 1048576
 	unmount_gw
 	check_eq "tgtd: fusermount3 -u, exit status" "$gw_status" 0
 	sanitizer_clean "$work/daemon-grow.log"
