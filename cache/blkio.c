@@ -9,8 +9,6 @@
 #include "../initiator/log.h"
 #include "../initiator/scsi.h"
 
-#define BLK_RETRIES 8
-
 enum phase { PH_READ, PH_HEAD, PH_TAIL, PH_WRITE, PH_SYNC };
 
 struct blk_req {
@@ -26,7 +24,7 @@ struct blk_req {
 	bool head, tail;             /* edge blocks need reading */
 	bool ext;                    /* READ into a caller's buffer: slice is that buffer, r is malloc'd */
 	uint32_t done_blk, cur_blk;
-	int retries;
+	unsigned retries;
 	uint64_t retry_t0;           /* ms, first failure of the current command */
 	struct blk_retry_item ritem; /* parked on d->retry for a delayed retry */
 	blk_done_fn cb;
@@ -221,25 +219,10 @@ static bool retry_later(struct blk_req *r, const struct iscsi_cmd_result *res)
 {
 	struct blk_dev *d = r->d;
 	struct blk_retry *q = __atomic_load_n(&d->retry, __ATOMIC_ACQUIRE); /* NULL once shutting down */
-	const struct scsi_sense *sense = res->has_sense ? &res->sense : NULL;
-	if (res->err)
+	int delay = blk_retry_decide(q, d->lun_field, res, &r->retries, &r->retry_t0, d->retry_budget_ms);
+	if (delay < 0)
 		return false;
-	if (sense && sense->key == SCSI_SK_UNIT_ATTENTION)
-		blk_retry_note_ua(q, d->lun_field, sense);
-	enum scsi_retry c = scsi_status_retry(res->status, sense);
-	if (c == SCSI_RETRY_NO)
-		return false;
-	uint64_t now = blk_now_ms();
-	if (r->retries == 0)
-		r->retry_t0 = now;
-	int delay = scsi_retry_delay_ms(c, (unsigned)r->retries, now - r->retry_t0, d->retry_budget_ms);
-	if (delay < 0 || (!q && r->retries >= BLK_RETRIES)) {
-		blk_retry_count(q, false, false);
-		return false;
-	}
-	r->retries++;
-	blk_retry_count(q, true, delay > 0 && q);
-	if (delay > 0 && q) {
+	if (delay > 0) {
 		r->ritem.fire = retry_fire;
 		blk_retry_schedule(q, &r->ritem, (unsigned)delay);
 	} else {

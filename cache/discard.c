@@ -2,14 +2,15 @@
 #include "discard.h"
 
 #include <errno.h>
+#include <stddef.h>
 #include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "../initiator/log.h"
 #include "../initiator/scsi.h"
+#include "retry.h"
 
-#define DISCARD_RETRIES 8
 /* WRITE SAME length used when VPD 0xB0 does not give one. */
 #define DEFAULT_WS_BLOCKS 0xffffu
 /* GET LBA STATUS allocation length: the header and 255 descriptors. */
@@ -94,7 +95,9 @@ struct disc_op {
 	uint64_t lba, end;          /* whole blocks still to do: [lba, end) */
 	uint32_t cur;               /* blocks of the command in flight */
 	uint32_t write_blocks;
-	int retries;
+	unsigned retries;           /* of the command in flight (blk_retry_decide) */
+	uint64_t retry_t0;
+	struct blk_retry_item ritem;
 	atomic_int parts;           /* middle chain + edge writes + the starter's hold */
 	atomic_int err;
 	uint64_t len;
@@ -182,17 +185,39 @@ static void mid_submit(struct disc_op *op)
 		mid_finish(op, rc == -ENOTCONN ? -EIO : rc);
 }
 
+static void mid_fire(struct blk_retry_item *it)
+{
+	mid_submit((struct disc_op *)((char *)it - offsetof(struct disc_op, ritem)));
+}
+
+/*
+ * A transient failure (BUSY, TASK SET FULL, becoming ready, UNIT
+ * ATTENTION, ...): re-submit at once or after the class's delay on the
+ * retry thread, as block I/O does.  True when the command lives on.
+ */
+static bool retry_later(struct blk_dev *d, const struct iscsi_cmd_result *res, unsigned *retries, uint64_t *t0,
+			struct blk_retry_item *it, void (*fire)(struct blk_retry_item *))
+{
+	struct blk_retry *q = __atomic_load_n(&d->retry, __ATOMIC_ACQUIRE); /* NULL once shutting down */
+	int delay = blk_retry_decide(q, d->lun_field, res, retries, t0, d->retry_budget_ms);
+	if (delay < 0)
+		return false;
+	if (delay > 0) {
+		it->fire = fire;
+		blk_retry_schedule(q, it, (unsigned)delay);
+	} else {
+		fire(it);
+	}
+	return true;
+}
+
 static void mid_done(void *arg, const struct iscsi_cmd_result *res)
 {
 	struct disc_op *op = arg;
 	int err = iscsi_cmd_result_errno(res);
 	if (err) {
-		if (!res->err && op->retries < DISCARD_RETRIES &&
-		    scsi_status_retryable(res->status, res->has_sense ? &res->sense : NULL)) {
-			op->retries++;
-			mid_submit(op);
+		if (retry_later(op->d, res, &op->retries, &op->retry_t0, &op->ritem, mid_fire))
 			return;
-		}
 		/* ILLEGAL REQUEST: the target does not do this command (or bit); try the next way. */
 		if (!res->err && (err == -EOPNOTSUPP || err == -EINVAL) && op->m != DISCARD_WRITE) {
 			enum discard_method next = discard_fallback(&op->caps, op->m);
@@ -291,7 +316,9 @@ struct seek_op {
 	uint64_t off;               /* bytes: where the seek starts */
 	uint64_t lba;               /* the block GET LBA STATUS was asked about */
 	bool hole;
-	int retries;
+	unsigned retries;           /* blk_retry_decide */
+	uint64_t retry_t0;
+	struct blk_retry_item ritem;
 	blk_seek_fn cb;
 	void *arg;
 };
@@ -322,6 +349,11 @@ static void seek_submit(struct seek_op *op)
 		seek_finish(op, rc == -ENOTCONN ? -EIO : rc, 0);
 }
 
+static void seek_fire(struct blk_retry_item *it)
+{
+	seek_submit((struct seek_op *)((char *)it - offsetof(struct seek_op, ritem)));
+}
+
 static void seek_done(void *arg, const struct iscsi_cmd_result *res)
 {
 	struct seek_op *op = arg;
@@ -336,12 +368,8 @@ static void seek_done(void *arg, const struct iscsi_cmd_result *res)
 			seek_finish(op, err, 0); /* the connection, not the command */
 			return;
 		}
-		if (op->retries < DISCARD_RETRIES &&
-		    scsi_status_retryable(res->status, res->has_sense ? &res->sense : NULL)) {
-			op->retries++;
-			seek_submit(op);
+		if (retry_later(op->d, res, &op->retries, &op->retry_t0, &op->ritem, seek_fire))
 			return;
-		}
 		log_debug("GET LBA STATUS failed (%s): treating the LUN as all data", strerror(-err));
 		seek_all_data(op);
 		return;

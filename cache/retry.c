@@ -154,6 +154,32 @@ void blk_retry_note_ua(struct blk_retry *q, uint64_t lun_field, const struct scs
 	pthread_mutex_unlock(&q->lock);
 }
 
+#define RETRIES_UNQUEUED 8 /* immediate retries when no retry thread can wait (shutting down) */
+
+int blk_retry_decide(struct blk_retry *q, uint64_t lun_field, const struct iscsi_cmd_result *res, unsigned *retries,
+		     uint64_t *t0_ms, uint32_t budget_ms)
+{
+	const struct scsi_sense *sense = res->has_sense ? &res->sense : NULL;
+	if (res->err)
+		return -1;
+	if (sense && sense->key == SCSI_SK_UNIT_ATTENTION)
+		blk_retry_note_ua(q, lun_field, sense);
+	enum scsi_retry c = scsi_status_retry(res->status, sense);
+	if (c == SCSI_RETRY_NO)
+		return -1;
+	uint64_t now = blk_now_ms();
+	if (*retries == 0)
+		*t0_ms = now;
+	int delay = scsi_retry_delay_ms(c, *retries, now - *t0_ms, budget_ms);
+	if (delay < 0 || (!q && *retries >= RETRIES_UNQUEUED)) {
+		blk_retry_count(q, false, false);
+		return -1;
+	}
+	(*retries)++;
+	blk_retry_count(q, true, delay > 0 && q);
+	return q ? delay : 0;
+}
+
 void blk_retry_count(struct blk_retry *q, bool retried, bool delayed)
 {
 	if (!q)

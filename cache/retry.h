@@ -21,6 +21,7 @@
 #include <stdint.h>
 
 #include "../initiator/scsi.h"
+#include "../initiator/session.h"
 
 struct blk_retry;
 
@@ -63,6 +64,20 @@ int blk_retry_drain(struct blk_retry *q, int timeout_ms);
 
 /* Count a UNIT ATTENTION on lun_field and pass it to the hook.  q may be NULL. */
 void blk_retry_note_ua(struct blk_retry *q, uint64_t lun_field, const struct scsi_sense *sense);
+
+/*
+ * The retry decision for a command that failed with res (SAM-5 §5.3
+ * status, SPC-4 §4.5 sense): a UNIT ATTENTION is noted (blk_retry_note_ua),
+ * the status classified (scsi_status_retry) and, when it is transient and
+ * the attempts or the time budget (budget_ms since the first failure) are
+ * not spent, the retry counted.  *retries and *t0_ms are the command's own
+ * (zero for a new command; updated here).  Returns the delay in ms before
+ * the command is submitted again (0: at once; without q, always 0 and at
+ * most 8 times), or -1: give up (transport error, a status that is not
+ * transient, or nothing left).  Never blocks.
+ */
+int blk_retry_decide(struct blk_retry *q, uint64_t lun_field, const struct iscsi_cmd_result *res, unsigned *retries,
+		     uint64_t *t0_ms, uint32_t budget_ms);
 
 /* Count a retry (delayed or not) or a retryable failure given up.  q may be NULL. */
 void blk_retry_count(struct blk_retry *q, bool retried, bool delayed);

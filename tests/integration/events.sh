@@ -10,7 +10,8 @@
 #    UNIT ATTENTION are retried and the read returns the right bytes; a LUN
 #    that never becomes ready fails with EIO once cmd_timeout is spent; a
 #    CAPACITY DATA HAS CHANGED UNIT ATTENTION (rescans off) grows the file
-#    and its new area reads the target's bytes.
+#    and its new area reads the target's bytes; a discard whose WRITEs of
+#    zeroes meet BUSY 10 times backs off and succeeds.
 # 2. tgtd: grow LUN 1 (tgtd 1.0.85 has no online resize: delete the LUN,
 #    enlarge the backing file, add it again) -> the file's size follows;
 #    data old and new is checked against the backing file both ways; add
@@ -199,6 +200,38 @@ if start_fake ua_capacity && mount_gw "$fake_url" "$work/daemon-cap.log" -o resc
 	sanitizer_clean "$work/daemon-cap.log"
 else
 	fail "ua_capacity: mounted"
+fi
+_targets_kill "$fake" 2
+fake=''
+
+# A discard that falls back to WRITEs of zeroes (the fake target has no
+# WRITE SAME) and meets BUSY 10 times: it backs off (10 ms doubling) like
+# block I/O, where 8 immediate retries would have given up.
+if start_fake busy_write && mount_gw "$fake_url" "$work/daemon-bw.log" -o rescan_interval=0,cache_size=0; then
+	t0=$(date +%s%N)
+	if out=$(timeout 60 python3 - "$mnt/lun1" <<'PY' 2>&1
+import ctypes, os, sys
+libc = ctypes.CDLL(None, use_errno=True)
+libc.fallocate.argtypes = [ctypes.c_int, ctypes.c_int, ctypes.c_int64, ctypes.c_int64]
+fd = os.open(sys.argv[1], os.O_RDWR)
+if libc.fallocate(fd, 0x03, 65536, 65536) != 0:  # PUNCH_HOLE | KEEP_SIZE
+    sys.exit("fallocate: " + os.strerror(ctypes.get_errno()))
+if os.pread(fd, 65536, 65536) != bytes(65536):
+    sys.exit("the punched range does not read as zeroes")
+PY
+	); then
+		pass "busy_write: the punch is written as zeroes after 10 BUSYs ($((($(date +%s%N) - t0) / 1000000)) ms)"
+	else
+		fail "busy_write: the punch is written as zeroes after 10 BUSYs"
+		echo "#   $out"
+	fi
+	retries=$(awk '$1=="scsi_retries"{print $2}' "$mnt/.stats")
+	check "busy_write: the retries are counted (.stats scsi_retries $retries)" test "${retries:-0}" -ge 10
+	unmount_gw
+	check_eq "busy_write: fusermount3 -u, exit status" "$gw_status" 0
+	sanitizer_clean "$work/daemon-bw.log"
+else
+	fail "busy_write: mounted"
 fi
 _targets_kill "$fake" 2
 fake=''

@@ -118,8 +118,9 @@ EVENTS = {
     "never_ready": "NOT READY, becoming ready (04h/01h) for every READ",
     "ua_reset": "UNIT ATTENTION power on / reset (29h/00h) once",
     "ua_capacity": "capacity doubles; UNIT ATTENTION CAPACITY DATA HAS CHANGED (2Ah/09h) once",
+    "busy_write": "BUSY for the first 10 WRITEs (more than 8 immediate retries can ride out)",
 }
-EVENT_STATE = {"reads": 0, "t0": None}
+EVENT_STATE = {"reads": 0, "writes": 0, "t0": None}
 
 
 def disk_pattern():
@@ -530,6 +531,11 @@ class Conn:
                 int.from_bytes(cdb[2:10], "big"), int.from_bytes(cdb[10:14], "big"))
             if lba + n > len(self.disk) // BLOCK:
                 self.check(itt, 0x05, 0x21, 0x00)
+                return
+            if self.event == "busy_write" and EVENT_STATE["writes"] < 10:
+                EVENT_STATE["writes"] += 1
+                log("event busy_write: write %d" % EVENT_STATE["writes"])
+                self.respond(itt, 0x08)
                 return
             w = {"itt": itt, "lun": lun, "lba": lba, "edtl": edtl, "buf": bytearray(edtl), "got": 0,
                  "r2t_off": 0, "r2tsn": 0, "burst_end": 0}

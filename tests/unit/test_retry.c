@@ -103,3 +103,40 @@ Test(retry_queue, counts_and_unit_attention_hook)
 	cr_assert_eq(st.exhausted, 1);
 	blk_retry_destroy(q);
 }
+
+/* The decision every block and discard command takes on a failure. */
+Test(retry_decide, classes_delays_and_giving_up)
+{
+	struct blk_retry *q;
+	struct blk_retry_stats st;
+	cr_assert_eq(blk_retry_create(&q), 0);
+	unsigned n = 0;
+	uint64_t t0 = 0;
+	struct iscsi_cmd_result busy = {.status = SCSI_STATUS_BUSY};
+	/* BUSY: 10 ms doubling */
+	cr_assert_eq(blk_retry_decide(q, 0, &busy, &n, &t0, 30000), 10);
+	cr_assert_eq(blk_retry_decide(q, 0, &busy, &n, &t0, 30000), 20);
+	cr_assert_eq(n, 2);
+	cr_assert_neq(t0, 0);
+	/* a transport error or ILLEGAL REQUEST: given up */
+	struct iscsi_cmd_result lost = {.err = -ECONNRESET};
+	struct iscsi_cmd_result illegal = {.status = SCSI_STATUS_CHECK_CONDITION, .has_sense = true,
+					   .sense = {.response_code = 0x70, .key = SCSI_SK_ILLEGAL_REQUEST, .asc = 0x24}};
+	cr_assert_eq(blk_retry_decide(q, 0, &lost, &n, &t0, 30000), -1);
+	cr_assert_eq(blk_retry_decide(q, 0, &illegal, &n, &t0, 30000), -1);
+	/* a UNIT ATTENTION: at once, and counted as one */
+	struct iscsi_cmd_result ua = {.status = SCSI_STATUS_CHECK_CONDITION, .has_sense = true,
+				      .sense = {.response_code = 0x70, .key = SCSI_SK_UNIT_ATTENTION, .asc = 0x29}};
+	unsigned m = 0;
+	cr_assert_eq(blk_retry_decide(q, 0, &ua, &m, &t0, 30000), 0);
+	blk_retry_get_stats(q, &st);
+	cr_assert_eq(st.retried, 3);
+	cr_assert_eq(st.delayed, 2);
+	cr_assert_eq(st.unit_attentions, 1);
+	/* no retry thread (shutting down): at once, at most 8 times */
+	unsigned k = 0;
+	for (int i = 0; i < 8; i++)
+		cr_assert_eq(blk_retry_decide(NULL, 0, &busy, &k, &t0, 30000), 0);
+	cr_assert_eq(blk_retry_decide(NULL, 0, &busy, &k, &t0, 30000), -1);
+	blk_retry_destroy(q);
+}
