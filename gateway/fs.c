@@ -19,6 +19,9 @@
 #define ROOT_INO FUSE_ROOT_ID
 #define ATTR_TIMEOUT 1.0
 
+/* The rescan thread turns a LUN read-only or writable while requests run (MODE SENSE's WP bit). */
+static bool lun_ro(const struct gw_lun *l) { return __atomic_load_n(&l->ro, __ATOMIC_RELAXED); }
+
 static struct gw *gw_of(fuse_req_t req) { return fuse_req_userdata(req); }
 
 static struct gw_lun *lun_by_ino(struct gw *g, fuse_ino_t ino)
@@ -44,7 +47,7 @@ static void fill_attr(struct gw *g, fuse_ino_t ino, struct stat *st)
 		return;
 	}
 	struct gw_lun *l = lun_by_ino(g, ino);
-	st->st_mode = S_IFREG | ((l->ro ? 0444 : 0666) & ~g->umask);
+	st->st_mode = S_IFREG | ((lun_ro(l) ? 0444 : 0666) & ~g->umask);
 	st->st_nlink = 1;
 	st->st_size = (off_t)blk_dev_size(&l->dev);
 	st->st_blksize = l->dev.bs > 4096 ? l->dev.bs : 4096;
@@ -147,7 +150,7 @@ static void gw_setattr(fuse_req_t req, fuse_ino_t ino, struct stat *attr, int to
 			fuse_reply_err(req, EISDIR);
 			return;
 		}
-		if (l->ro) {
+		if (lun_ro(l)) {
 			fuse_reply_err(req, EROFS);
 			return;
 		}
@@ -222,7 +225,7 @@ static void gw_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 		fuse_reply_err(req, ino == ROOT_INO || ino == GW_BYID_INO ? EISDIR : ENOENT);
 		return;
 	}
-	if ((fi->flags & O_ACCMODE) != O_RDONLY && l->ro) {
+	if ((fi->flags & O_ACCMODE) != O_RDONLY && lun_ro(l)) {
 		fuse_reply_err(req, EROFS);
 		return;
 	}
@@ -430,7 +433,7 @@ static void gw_write_buf(fuse_req_t req, fuse_ino_t ino, struct fuse_bufvec *buf
 		fuse_reply_err(req, ENODEV);
 		return;
 	}
-	if (l->ro) {
+	if (lun_ro(l)) {
 		fuse_reply_err(req, EROFS);
 		return;
 	}
@@ -597,7 +600,7 @@ static void gw_fallocate(fuse_req_t req, fuse_ino_t ino, int mode, off_t off, of
 		fuse_reply_err(req, EOPNOTSUPP);
 		return;
 	}
-	if (l->ro) {
+	if (lun_ro(l)) {
 		fuse_reply_err(req, EROFS);
 		return;
 	}

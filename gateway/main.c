@@ -492,7 +492,8 @@ static int sync_all(struct gw *g, int *res)
 {
 	int failed = 0;
 	for (size_t i = 0; i < g->nluns; i++) {
-		if (g->luns[i].ro || g->luns[i].gone || gw_lun_sync(&g->luns[i], sync_all_done, &res[i]))
+		/* a LUN write-protected since it was written is synced too (blk_sync sends nothing for one never written) */
+		if (g->ro || g->luns[i].gone || gw_lun_sync(&g->luns[i], sync_all_done, &res[i]))
 			continue;
 		for (int waited = 0; !__atomic_load_n(&res[i], __ATOMIC_SEQ_CST) && waited < 30000; waited += 10)
 			usleep(10000);

@@ -289,10 +289,10 @@ static int read_capacity(struct gw_rescan *r, struct gw_lun *l, void *buf, struc
 }
 
 /* The WP bit of MODE SENSE: the file turns read-only (EROFS) or writable with the LUN. */
-static void wp_follow(struct gw_rescan *r, struct gw_lun *l, void *buf)
+static void wp_follow(struct gw_rescan *r, struct gw_lun *l, void *buf, size_t buflen)
 {
 	bool wp;
-	if (iscsi_lun_write_protect(r->g->s, l->info.lun_field, buf, &wp) || wp == l->info.wp)
+	if (iscsi_lun_write_protect(r->g->s, l->info.lun_field, buf, buflen, &wp, own_ua, r) || wp == l->info.wp)
 		return;
 	l->info.wp = wp;
 	__atomic_store_n(&l->ro, r->g->ro || wp, __ATOMIC_RELAXED);
@@ -329,7 +329,7 @@ static void capacity_round(struct gw_rescan *r, void *buf, size_t buflen)
 			prompt(r, SCSI_UA_LUNS); /* probe it again as a new LUN */
 			continue;
 		}
-		wp_follow(r, l, buf);
+		wp_follow(r, l, buf, buflen);
 		uint64_t old = __atomic_load_n(&l->dev.nblocks, __ATOMIC_ACQUIRE);
 		if (cap.nblocks == old || cap.nblocks > (uint64_t)INT64_MAX / cap.block_size)
 			continue;
@@ -343,7 +343,6 @@ static void capacity_round(struct gw_rescan *r, void *buf, size_t buflen)
 			 (unsigned long long)cap.nblocks, cap.block_size);
 		notify_inode(g, l->ino);
 	}
-	(void)buflen;
 }
 
 static void run_round(struct gw_rescan *r, unsigned ev, bool periodic)

@@ -47,17 +47,24 @@ int iscsi_exec_retry_ua(struct iscsi_session *s, struct iscsi_cmd *cmd, struct i
 	}
 }
 
-static int run(struct iscsi_session *s, uint64_t lun_field, uint8_t *cdb, size_t cdb_len, void *buf,
-	       uint32_t len, uint32_t *got)
+/* One command in (or none); UNIT ATTENTIONs it meets go to on_ua (may be NULL) before its retry. */
+static int run_ua(struct iscsi_session *s, uint64_t lun_field, uint8_t *cdb, size_t cdb_len, void *buf,
+		  uint32_t len, uint32_t *got, void (*on_ua)(void *arg, const struct scsi_sense *sense), void *arg)
 {
 	struct iscsi_cmd cmd = {.lun = lun_field, .cdb_len = (uint8_t)cdb_len, .buf = len ? buf : NULL, .len = len,
 				.dir = len ? ISCSI_DIR_READ : ISCSI_DIR_NONE};
 	struct iscsi_cmd_result res;
 	memcpy(cmd.cdb, cdb, cdb_len);
-	int rc = iscsi_exec_retry(s, &cmd, &res);
+	int rc = iscsi_exec_retry_ua(s, &cmd, &res, on_ua, arg);
 	if (got)
 		*got = rc ? 0 : res.xfer_len;
 	return rc;
+}
+
+static int run(struct iscsi_session *s, uint64_t lun_field, uint8_t *cdb, size_t cdb_len, void *buf,
+	       uint32_t len, uint32_t *got)
+{
+	return run_ua(s, lun_field, cdb, cdb_len, buf, len, got, NULL, NULL);
 }
 
 int iscsi_report_luns(struct iscsi_session *s, void *buf, size_t buflen, uint16_t *luns, size_t max, size_t *count)
@@ -151,21 +158,24 @@ int iscsi_lun_probe(struct iscsi_session *s, uint16_t lun, void *vbuf, size_t bu
 	    (o->cap.block_size & (o->cap.block_size - 1)))
 		return -EPROTO;
 
-	if (iscsi_lun_write_protect(s, o->lun_field, buf, &o->wp))
+	if (iscsi_lun_write_protect(s, o->lun_field, buf, buflen, &o->wp, NULL, NULL))
 		o->wp = false; /* no mode pages: assume writable, writes will say otherwise */
 	return 0;
 }
 
-int iscsi_lun_write_protect(struct iscsi_session *s, uint64_t lun_field, void *vbuf, bool *wp)
+int iscsi_lun_write_protect(struct iscsi_session *s, uint64_t lun_field, void *vbuf, size_t buflen, bool *wp,
+			    void (*on_ua)(void *arg, const struct scsi_sense *sense), void *arg)
 {
 	uint8_t cdb[SCSI_CDB_MAX], *buf = vbuf;
 	uint32_t got;
 	bool v = false;
-	int rc = run(s, lun_field, cdb, scsi_cdb_mode_sense6(cdb, 0x3f, 0, 255), buf, 255, &got);
+	if (buflen < 512)
+		return -EINVAL;
+	int rc = run_ua(s, lun_field, cdb, scsi_cdb_mode_sense6(cdb, 0x3f, 0, 255), buf, 255, &got, on_ua, arg);
 	if (rc == 0)
 		rc = scsi_parse_mode_sense6_wp(buf, got, &v);
 	if (rc) {
-		rc = run(s, lun_field, cdb, scsi_cdb_mode_sense10(cdb, 0x3f, 0, 512), buf, 512, &got);
+		rc = run_ua(s, lun_field, cdb, scsi_cdb_mode_sense10(cdb, 0x3f, 0, 512), buf, 512, &got, on_ua, arg);
 		if (rc == 0)
 			rc = scsi_parse_mode_sense10_wp(buf, got, &v);
 	}

@@ -50,11 +50,14 @@ int iscsi_lun_probe(struct iscsi_session *s, uint16_t lun, void *buf, size_t buf
 
 /*
  * The WP bit of the mode parameter header (SBC-4 §6.5.1): MODE SENSE(6),
- * or MODE SENSE(10) if that fails.  buf: scratch payload buffer of at
- * least 512 bytes.  Sets *wp and returns 0, or returns a negative errno
- * (both commands failed) and leaves *wp alone.
+ * or MODE SENSE(10) if that fails.  buf: scratch payload buffer of buflen
+ * bytes (>= 512, else -EINVAL).  UNIT ATTENTIONs met on the way go to
+ * on_ua (may be NULL) before the command is retried.  Sets *wp and
+ * returns 0, or returns a negative errno (both commands failed) and leaves
+ * *wp alone.
  */
-int iscsi_lun_write_protect(struct iscsi_session *s, uint64_t lun_field, void *buf, bool *wp);
+int iscsi_lun_write_protect(struct iscsi_session *s, uint64_t lun_field, void *buf, size_t buflen, bool *wp,
+			    void (*on_ua)(void *arg, const struct scsi_sense *sense), void *arg);
 
 /* How long a synchronous command keeps retrying BUSY, TASK SET FULL and becoming ready, ms. */
 #define ISCSI_RETRY_BUDGET_MS 30000u

@@ -23,6 +23,7 @@
 /* Reconnect back-off (ms): first try at once, then BASE doubling up to MAX, each +-25% jitter. */
 #define RECONNECT_BASE_MS 250
 #define RECONNECT_MAX_MS 1000
+#define RENEGOTIATE_MIN_MS 30000 /* AsyncEvent 4 again sooner after its relogin: ignored */
 #define BURST_PDUS_PER_FILL 8
 #define NOP_DATA_MAX 4096
 #define LOGIN_CMDSN 1 /* CmdSN of every login request (a new session each time, §6.3.5) */
@@ -137,6 +138,7 @@ struct iscsi_session {
 	 */
 	bool relogin_pending, logout_relogin;
 	const char *relogin_reason; /* AsyncEvent 1 or 4, for the recovery line */
+	int64_t renegotiated_ms;    /* when AsyncEvent 4 last made us log in again (0: never) */
 	int64_t relogin_deadline_ms, logout_sent_ms;
 	const char *drop_reason;    /* why the session itself drops the connection, for the recovery line */
 	int64_t reconnect_delay_ms; /* Time2Wait the target asked for before we reconnect */
@@ -822,7 +824,8 @@ static int64_t async_secs_ms(uint16_t secs)
  * and log in again; 2, 3: the target will drop the connection or the
  * session: drop it now and reconnect after Time2Wait (Parameter2); 4:
  * parameter renegotiation: as 1, the new login negotiates them all again
- * (§11.9.1 allows a Logout Request for it), logout within 2 s.
+ * (§11.9.1 allows a Logout Request for it), logout within Parameter3 s
+ * or 2 s, whichever is less; asked again within RENEGOTIATE_MIN_MS, ignored.
  * Lock held.  0, or a negative errno to drop the connection.
  */
 static int rx_async(struct iscsi_session *s, const struct iscsi_bhs *h, const uint8_t *data, uint32_t dlen,
@@ -846,9 +849,16 @@ static int rx_async(struct iscsi_session *s, const struct iscsi_bhs *h, const ui
 	}
 	case 1:
 	case 4:
+		if (h->u.async.event == 4 && s->renegotiated_ms && iscsi_now_ms() - s->renegotiated_ms < RENEGOTIATE_MIN_MS) {
+			/* a fresh login negotiated everything: a target asking again at once would loop us */
+			log_warn("target asks to renegotiate parameters again within %d s of a new login: ignored",
+				 RENEGOTIATE_MIN_MS / 1000);
+			return 0;
+		}
 		if (!s->relogin_pending && !s->logout_want) {
 			bool renegotiate = h->u.async.event == 4;
-			uint16_t secs = renegotiate || !h->u.async.param3 ? 2 : h->u.async.param3;
+			uint16_t p3 = h->u.async.param3;
+			uint16_t secs = !p3 ? 2 : renegotiate && p3 > 2 ? 2 : p3;
 			if (renegotiate)
 				log_warn("target asks to renegotiate parameters: logging out and in again");
 			else
@@ -857,6 +867,8 @@ static int rx_async(struct iscsi_session *s, const struct iscsi_bhs *h, const ui
 			s->relogin_reason = renegotiate ? "a parameter renegotiation requested by the target"
 							: "a logout requested by the target";
 			s->relogin_deadline_ms = iscsi_now_ms() + async_secs_ms(secs);
+			if (renegotiate)
+				s->renegotiated_ms = iscsi_now_ms();
 		}
 		return 0;
 	case 2:

@@ -16,7 +16,10 @@ HERE=$(cd "$(dirname "$0")" && pwd)
 SRC=$(cd "$HERE/../.." && pwd)
 [ "$(id -u)" = 0 ] || { echo "# SKIP the lab runs as root"; exit 77; }
 OUT=$(mktemp -d /var/tmp/iserfuse-iser.XXXXXX)
-bash "$HERE/run-in-guest.sh" -t "${ISER_LAB_TIMEOUT:-660}" -s "$SRC" -o "$OUT" -C "$SRC" -- \
+# the guest starts from an empty environment: pass the knobs of the guest scripts
+envs=()
+for v in ISER_KILLS ISER_KILL_OPTS; do [ -n "${!v:-}" ] && envs+=(-e "$v=${!v}"); done
+bash "$HERE/run-in-guest.sh" -t "${ISER_LAB_TIMEOUT:-660}" -s "$SRC" -o "$OUT" -C "$SRC" "${envs[@]}" -- \
 	bash "$HERE/guest/$SCRIPT" "$BUILD" /lab "$@"
 rc=$?
 echo "# lab output in $OUT"

@@ -92,6 +92,7 @@ for imm in No Yes; do
 	: > "$LOG"
 	if mount_lun -o transport=iser,queue_depth=128,log_level=info; then
 		grep -o "ImmediateData [A-Za-z]*, InitialR2T [A-Za-z]*" "$LOG" | head -1 | sed 's/^/# negotiated: /'
+		# (in the No round tgt offers InitialR2T=Yes itself; the Yes round tests our offer)
 		check "InitialR2T=Yes whatever the target offers (ImmediateData=$imm)" grep -q "InitialR2T Yes" "$LOG"
 		if timeout 300 fio --name=qd128 --filename="$MNT/lun1" --rw=randwrite --bsrange=4k-64k --size=16M --offset=64M \
 			--direct=1 --ioengine=libaio --iodepth=128 --verify=crc32c --do_verify=1 --verify_state_save=0 > "$OUT/fio-qd128-$imm.txt" 2>&1; then

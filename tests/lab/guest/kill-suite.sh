@@ -10,6 +10,8 @@
 # each reconnect is printed.  The daemon runs in the foreground, so its
 # log ends up in OUT_DIR/kill-daemon.log.
 #   kill-suite.sh BUILD_DIR OUT_DIR [KILLS]
+# ISER_KILLS (default 10) and ISER_KILL_OPTS (more iserfuse options, e.g. -d)
+# reach the guest through tests/lab/iser.sh.
 set -uo pipefail
 BUILD=$1
 OUT=${2:-/lab}
@@ -68,16 +70,22 @@ ms() { date +%s%3N; }
 : > /tmp/killer.err
 for k in $(seq "$KILLS"); do
 	sleep 2
+	pid=$(cat /run/tgtd.pid)
+	if [ "$(cat "/proc/$pid/comm" 2>/dev/null)" != tgtd ]; then
+		echo "no tgtd to kill before kill $k" >> /tmp/killer.err
+		break
+	fi
+	before=$(reinstated)
 	t0=$(ms)
 	echo "$EPOCHREALTIME # kill $k" >> "$OUT/kill-times.log"
-	kill -9 "$(cat /run/tgtd.pid)"
+	kill -9 "$pid"
 	sleep 2
 	cp /var/tmp/tgtd.log "$OUT/tgtd-$k.log" # before tgt-up.sh starts a new one
 	bash "$HERE/tgt-up.sh" 1G >> "$OUT/tgt-restart.log" 2>&1 || echo "tgtd restart $k failed" >> /tmp/killer.err
 	t1=$(ms)
 	echo "$EPOCHREALTIME # tgtd $k configured" >> "$OUT/kill-times.log"
-	for _ in $(seq 600); do [ "$(reinstated)" -ge "$k" ] && break; sleep 0.1; done
-	[ "$(reinstated)" -ge "$k" ] || echo "no reinstatement within 60 s after kill $k" >> /tmp/killer.err
+	for _ in $(seq 600); do [ "$(reinstated)" -gt "$before" ] && break; sleep 0.1; done
+	[ "$(reinstated)" -gt "$before" ] || echo "no reinstatement within 60 s after kill $k" >> /tmp/killer.err
 	echo "# kill $k: tgtd restarted and both its targets configured $((t1 - t0)) ms after the SIGKILL"
 done
 touch /tmp/killer.done
