@@ -139,6 +139,11 @@ if [[ -n $always ]]; then
 	want_io=fail
 	want_after=failing
 fi
+# a renegotiation asked for on every login: the second request comes at once and is ignored
+if [[ -n $always && $scenario == async_renegotiate ]]; then
+	want_io=ok
+	want_after=recovered
+fi
 trigger=$(python3 "$target_py" --trigger "$scenario") || {
 	echo "$0: fake_target.py does not know $scenario" >&2
 	exit 2
@@ -373,6 +378,10 @@ declare -A expect_log=(
 )
 if [[ -n ${expect_log[$scenario]:-} && -z $always ]]; then
 	check "logged: ${expect_log[$scenario]}" grep -qF "${expect_log[$scenario]}" "$work/daemon.log"
+fi
+if [[ -n $always && $scenario == async_renegotiate ]]; then
+	check "logged: the repeated request ignored" grep -qF "renegotiate parameters again within 30 s" "$work/daemon.log"
+	check_eq "one logout and login, no loop" "$reinstated" 1
 fi
 if [[ $want_after == failing ]]; then
 	if ((rc != 0 && rc != 124 && rc != 137)) && grep -q 'Input/output error' "$work/dd2.log"; then
