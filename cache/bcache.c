@@ -238,6 +238,16 @@ static void unref(struct bcache *c, struct entry *e)
 		entry_free(c, e);
 }
 
+/* Out of the hash: freed now, or by unref when its last reader lets go. */
+static void entry_drop(struct bcache *c, struct entry *e)
+{
+	hash_remove(c, e);
+	if (e->refs)
+		e->state = E_DOOMED;
+	else
+		entry_free(c, e);
+}
+
 static bool write_overlaps(const struct bcache_dev *d, uint64_t b0, uint64_t b1)
 {
 	for (const struct bcache_write *w = d->writes; w; w = w->next)
@@ -374,11 +384,7 @@ static void fill_done(void *arg, int err, const void *data, size_t len)
 	e->waiters = NULL;
 	if (err || e->stale) {
 		/* Failed, or a write started meanwhile: the waiters (who came first) get it, nobody else. */
-		hash_remove(c, e);
-		if (e->refs)
-			e->state = E_DOOMED;
-		else
-			entry_free(c, e);
+		entry_drop(c, e);
 	} else {
 		e->state = E_VALID;
 	}
@@ -650,11 +656,7 @@ void bcache_write_end(struct bcache_dev *d, struct bcache_write *w, int err)
 		struct entry *e = lookup(c, d, b);
 		if (!e || e->state != E_VALID || e->dirty || e->flushing)
 			continue;
-		hash_remove(c, e);
-		if (e->refs)
-			e->state = E_DOOMED;
-		else
-			entry_free(c, e);
+		entry_drop(c, e);
 	}
 	pthread_mutex_unlock(&c->lock);
 	free(w);
@@ -824,11 +826,7 @@ uint64_t bcache_dev_invalidate(struct bcache_dev *d, uint64_t size)
 			e->stale = true; /* its waiting readers get it, then it is dropped */
 			continue;
 		}
-		hash_remove(c, e);
-		if (e->refs)
-			e->state = E_DOOMED;
-		else
-			entry_free(c, e);
+		entry_drop(c, e);
 	}
 	pthread_mutex_unlock(&c->lock);
 	return lost;

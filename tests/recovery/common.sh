@@ -4,6 +4,11 @@
 # Shared by the recovery suite scripts.  Source after targets.sh and
 # report.sh; needs $work (a fresh directory) and $iserfuse set.
 #
+#   tgtd_mounted NAME [OPTS...] a fresh $work (iserfuse-NAME.*) removed at
+#                               exit, with the background job $worker, the
+#                               daemon and tgtd; tgtd with a 64 MiB LUN 1,
+#                               mounted with OPTS; a failed mount prints the
+#                               summary and exits 1
 #   mount_lun URL [OPTS...]     iserfuse -f on $work/mnt in the background,
 #                               stderr to $work/daemon.log; sets $daemon;
 #                               returns 1 if lun1 does not appear in 20 s
@@ -14,6 +19,30 @@
 #   downtimes                   the "down N ms" values logged, one a line
 #   fio_verify NAME FILE SIZE   one fio write+verify pass (crc32c) on FILE;
 #                               output to $work/NAME.fio; exit status of fio
+
+tgtd_mounted() {
+	local name=$1
+	shift
+	work=$(mktemp -d "${TMPDIR:-/tmp}/iserfuse-$name.XXXXXX")
+	daemon=''
+	worker=''
+	trap _recovery_cleanup EXIT
+	tgtd_start "$work/tgtd" 64M 0 >/dev/null
+	if ! mount_lun "$TGT_URL/1" "$@"; then
+		fail "mounted"
+		note "$work/daemon.log"
+		summary
+		exit 1
+	fi
+}
+
+_recovery_cleanup() {
+	[[ -n $worker ]] && kill "$worker" 2>/dev/null && wait "$worker" 2>/dev/null
+	fusermount3 -u "$work/mnt" 2>/dev/null || fusermount3 -uz "$work/mnt" 2>/dev/null || true
+	[[ -n $daemon ]] && kill -KILL "$daemon" 2>/dev/null || true
+	tgtd_stop "$work/tgtd"
+	rm -rf "$work"
+}
 
 mount_lun() {
 	local url=$1 i

@@ -29,26 +29,8 @@ if [[ $(id -u) -ne 0 ]] || ! command -v fio >/dev/null; then
 	exit 77
 fi
 
-work=$(mktemp -d "${TMPDIR:-/tmp}/iserfuse-conndrop.XXXXXX")
-daemon=''
-worker=''
-cleanup() {
-	[[ -n $worker ]] && kill "$worker" 2>/dev/null && wait "$worker" 2>/dev/null
-	fusermount3 -u "$work/mnt" 2>/dev/null || fusermount3 -uz "$work/mnt" 2>/dev/null || true
-	[[ -n $daemon ]] && kill -KILL "$daemon" 2>/dev/null || true
-	tgtd_stop "$work/tgtd"
-	rm -rf "$work"
-}
-trap cleanup EXIT
-
-tgtd_start "$work/tgtd" 64M 0 >/dev/null
+tgtd_mounted conndrop -o replacement_timeout=30
 ctl=$(<"$work/tgtd/ctl")
-if ! mount_lun "$TGT_URL/1" -o replacement_timeout=30; then
-	fail "mounted"
-	note "$work/daemon.log"
-	summary
-	exit 1
-fi
 pass "mounted"
 
 session_id() {

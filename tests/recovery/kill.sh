@@ -32,25 +32,7 @@ if [[ $(id -u) -ne 0 ]] || ! command -v fio >/dev/null; then
 	exit 77
 fi
 
-work=$(mktemp -d "${TMPDIR:-/tmp}/iserfuse-kill.XXXXXX")
-daemon=''
-worker=''
-cleanup() {
-	[[ -n $worker ]] && kill "$worker" 2>/dev/null && wait "$worker" 2>/dev/null
-	fusermount3 -u "$work/mnt" 2>/dev/null || fusermount3 -uz "$work/mnt" 2>/dev/null || true
-	[[ -n $daemon ]] && kill -KILL "$daemon" 2>/dev/null || true
-	tgtd_stop "$work/tgtd"
-	rm -rf "$work"
-}
-trap cleanup EXIT
-
-tgtd_start "$work/tgtd" 64M 0 >/dev/null
-if ! mount_lun "$TGT_URL/1" -o replacement_timeout=60; then
-	fail "mounted"
-	note "$work/daemon.log"
-	summary
-	exit 1
-fi
+tgtd_mounted kill -o replacement_timeout=60
 pass "mounted"
 
 # fio passes in the background until the kills are over.

@@ -32,25 +32,7 @@ if [[ $(id -u) -ne 0 ]]; then
 	exit 77
 fi
 
-work=$(mktemp -d "${TMPDIR:-/tmp}/iserfuse-outage.XXXXXX")
-daemon=''
-writer=''
-cleanup() {
-	[[ -n $writer ]] && kill "$writer" 2>/dev/null && wait "$writer" 2>/dev/null
-	fusermount3 -u "$work/mnt" 2>/dev/null || fusermount3 -uz "$work/mnt" 2>/dev/null || true
-	[[ -n $daemon ]] && kill -KILL "$daemon" 2>/dev/null || true
-	tgtd_stop "$work/tgtd"
-	rm -rf "$work"
-}
-trap cleanup EXIT
-
-tgtd_start "$work/tgtd" 64M 0 >/dev/null
-if ! mount_lun "$TGT_URL/1" -o replacement_timeout=3; then
-	fail "mounted"
-	note "$work/daemon.log"
-	summary
-	exit 1
-fi
+tgtd_mounted outage -o replacement_timeout=3
 pass "mounted"
 head -c 65536 /dev/urandom >"$work/pattern"
 check "write a pattern" dd if="$work/pattern" of="$work/mnt/lun1" bs=65536 count=1 oflag=direct conv=notrunc status=none
@@ -64,7 +46,7 @@ check "write a pattern" dd if="$work/pattern" of="$work/mnt/lun1" bs=65536 count
 	done
 	echo "$rc $SECONDS" >"$work/writer.rc"
 ) &
-writer=$!
+worker=$!
 sleep 1
 tgtd_kill "$work/tgtd"
 killed=$SECONDS
@@ -72,8 +54,8 @@ for ((i = 0; i < 150; i++)); do
 	[[ -e $work/writer.rc ]] && break
 	sleep 0.1
 done
-wait "$writer" 2>/dev/null || true
-writer=''
+wait "$worker" 2>/dev/null || true
+worker=''
 if [[ -e $work/writer.rc ]]; then
 	read -r wrc wend <"$work/writer.rc"
 	if ((wrc != 0)) && grep -q 'Input/output error' "$work/writer.err"; then
