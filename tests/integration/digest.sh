@@ -239,7 +239,7 @@ corrupt() {
 }
 
 if ! command -v python3 >/dev/null 2>&1; then
-	pass "corruption checks # SKIP python3 is not installed"
+	skip "corruption checks" "python3 is not installed"
 elif target_digests CRC32C CRC32C; then
 	corrupt "bit flipped in a Data-In payload, both digests" data 1 1 "data digest mismatch"
 	corrupt "bit flipped in a Data-In payload, data digest only" data 0 1 "data digest mismatch"
@@ -358,5 +358,4 @@ else
 	fail "tgtadm sets both digests to None"
 fi
 
-echo "$passed passed, $failed failed"
-((failed == 0))
+summary
