@@ -517,17 +517,25 @@ static void *co_thread(void *arg)
 			atomic_fetch_add(&co->tick, 1);
 			do_read(co->d, &st, s0 * SECTOR, ns * SECTOR, buf);
 			pthread_mutex_lock(&co->lock);
+			/*
+			 * Every word of every sector.  A read replies from the cache
+			 * blocks outside the lock, so a sector written meanwhile may
+			 * mix that write and the one before; but no word may be stale.
+			 */
 			for (unsigned s = 0; s < ns; s++) {
-				uint64_t v;
-				memcpy(&v, buf + s * SECTOR + 8 * ((unsigned)rand_r(&seed) % (SECTOR / 8)), 8);
-				uint64_t end = v < MAX_VER ? co->end_tick[v] : 0;
-				/* Stale: the version read was complete before a write that completed before this read began. */
-				if (v >= MAX_VER || (end && end < snap[s]) || (v == 0 && snap[s])) {
-					atomic_fetch_add(&co->stale, 1);
-					cr_log_error("stale sector %llu: version %llu (ended %llu) but a write started at %llu "
-						     "had completed",
-						     (unsigned long long)(s0 + s), (unsigned long long)v,
-						     (unsigned long long)end, (unsigned long long)snap[s]);
+				for (unsigned k = 0; k < SECTOR / 8; k++) {
+					uint64_t v;
+					memcpy(&v, buf + s * SECTOR + 8 * k, 8);
+					uint64_t end = v < MAX_VER ? co->end_tick[v] : 0;
+					/* Stale: the version read was complete before a write that completed before this read began. */
+					if (v >= MAX_VER || (end && end < snap[s]) || (v == 0 && snap[s])) {
+						atomic_fetch_add(&co->stale, 1);
+						cr_log_error("stale sector %llu, word %u: version %llu (ended %llu) but a write "
+							     "started at %llu had completed",
+							     (unsigned long long)(s0 + s), k, (unsigned long long)v,
+							     (unsigned long long)end, (unsigned long long)snap[s]);
+						break;
+					}
 				}
 			}
 			pthread_mutex_unlock(&co->lock);

@@ -2,6 +2,8 @@
 #include <criterion/criterion.h>
 #include <errno.h>
 #include <pthread.h>
+#include <stdatomic.h>
+#include <stdbool.h>
 #include <stdint.h>
 #include <unistd.h>
 
@@ -46,12 +48,14 @@ Test(pool, bad_sizes)
 struct putter {
 	struct buf_pool *p;
 	void *slice;
+	atomic_bool returned; /* set just before the slice goes back */
 };
 
 static void *put_later(void *arg)
 {
 	struct putter *pt = arg;
 	usleep(100000);
+	atomic_store(&pt->returned, true);
 	buf_pool_put(pt->p, pt->slice);
 	return NULL;
 }
@@ -60,11 +64,13 @@ Test(pool, exhaustion_waits_for_a_free_slice)
 {
 	struct buf_pool *p;
 	cr_assert_eq(buf_pool_create(&p, 4096, 1), 0);
-	struct putter pt = {p, buf_pool_get(p, NULL)};
+	struct putter pt = {p, buf_pool_get(p, NULL), false};
 	pthread_t th;
 	pthread_create(&th, NULL, put_later, &pt);
 	void *again = buf_pool_get(p, NULL); /* blocks until put_later returns the slice */
+	cr_assert(atomic_load(&pt.returned), "the only slice was handed out again while still in use");
 	cr_assert_eq(again, pt.slice);
+	cr_assert_eq(buf_pool_in_use(p), 1);
 	pthread_join(th, NULL);
 	buf_pool_put(p, again);
 	buf_pool_destroy(p);
