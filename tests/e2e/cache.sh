@@ -101,6 +101,13 @@ run_mode() {
 	# A streamed read: read-ahead ahead of a 1 MiB sequential reader.
 	check "$mode: lun1 read sequentially equals its backing file" \
 		cmp <(dd if="$mnt/lun1" bs=1M status=none) "$img1"
+	local ra_used
+	ra_used=$(awk '$1 == "cache_readahead_used_bytes" {print $2}' "$mnt/.stats" 2>&1) || true
+	if [[ $ra_used =~ ^[0-9]+$ ]] && ((ra_used > 0)); then
+		pass "$mode: the streamed read used read-ahead (.stats cache_readahead_used_bytes $ra_used)"
+	else
+		fail "$mode: the streamed read used read-ahead (.stats cache_readahead_used_bytes '$ra_used')"
+	fi
 	local lun img block
 	for lun in 1 2; do
 		img=$work/tgtd/disk$([[ $lun == 1 ]] && echo 512 || echo 4k).img

@@ -237,13 +237,16 @@ if port=$(free_port); then
 fi
 if ((tgt_ok && istgt_ok)); then
 	# verify must notice when the backing file is not the LUN's (same size
-	# and block size, different contents): it really compares.
+	# and block size, different contents): it really compares.  It logs in
+	# and does its I/O, and only the comparison with the file fails (not a
+	# login or an I/O error, which exit 1 too).
 	rc=0
 	timeout 180 "$target_io" verify "$TGT_URL/1" "$work/istgt/disk.img" 3 >"$work/err" 2>&1 || rc=$?
-	if ((rc != 0 && rc != 124)); then
-		pass "verify against the wrong backing file fails (exit $rc)"
+	if ((rc == 1)) && grep -q '^MISMATCH backing file at ' "$work/err" &&
+		grep -q '^ops [0-9]* mismatches [1-9]' "$work/err"; then
+		pass "verify against the wrong backing file fails with MISMATCH (exit $rc)"
 	else
-		fail "verify against the wrong backing file fails (exit $rc)"
+		fail "verify against the wrong backing file fails with MISMATCH (exit $rc)"
 		note "$work/err"
 	fi
 fi
