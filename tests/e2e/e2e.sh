@@ -271,7 +271,7 @@ read_tail() {
 }
 
 io_checks() {
-	local lun=$1 img=$2 f=$mnt/$1 off count spec got
+	local lun=$1 img=$2 f=$mnt/$1 off count spec
 	local -a specs=(
 		0:1 1:511 511:513 4095:4097 12345:4095 65537:65537 1048575:513
 		33554431:65537 "$((size - 4097)):4097" "$((size - 1)):1"
