@@ -53,6 +53,7 @@
 #include <rdma/rdma_cma.h>
 
 #include "be.h"
+#include "cancel.h"
 #include "evthread.h"
 #include "log.h"
 #include "pdu.h"
@@ -211,11 +212,11 @@ static int wait_readable(int fd, int64_t deadline)
 		if (left <= 0)
 			return -ETIMEDOUT;
 		struct pollfd p = {.fd = fd, .events = POLLIN};
-		int r = poll(&p, 1, (int)(left > 1000000 ? 1000000 : left));
+		int r = iscsi_poll_cancellable(&p, 1, (int)(left > 1000000 ? 1000000 : left));
 		if (r > 0)
 			return 0;
-		if (r < 0 && errno != EINTR)
-			return -errno;
+		if (r < 0)
+			return r; /* -ECANCELED: the thread's cancel token fired (cancel.h) */
 	}
 }
 
@@ -764,9 +765,9 @@ static int cq_wait(struct iser_conn *c, int64_t deadline)
 		return -EIO;
 	int64_t left = deadline - now_ms();
 	struct pollfd p = {.fd = c->cch->fd, .events = POLLIN};
-	int r = poll(&p, 1, left < 0 ? 0 : (int)left);
-	if (r < 0 && errno != EINTR)
-		return -errno;
+	int r = iscsi_poll_cancellable(&p, 1, left < 0 ? 0 : (int)left);
+	if (r < 0)
+		return r;
 	if (r > 0) {
 		struct ibv_cq *cq;
 		void *cctx;

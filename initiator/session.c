@@ -14,8 +14,10 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "be.h"
+#include "cancel.h"
 #include "latency.h"
 #include "log.h"
 
@@ -24,6 +26,8 @@
 #define RECONNECT_BASE_MS 250
 #define RECONNECT_MAX_MS 1000
 #define RENEGOTIATE_MIN_MS 30000 /* AsyncEvent 4 again sooner after its relogin: ignored */
+/* Most seconds a target's Time2Wait, Time2Retain or logout delay is taken for (target_secs_ms). */
+#define TARGET_SECS_MAX 60
 #define BURST_PDUS_PER_FILL 8
 #define NOP_DATA_MAX 4096
 #define LOGIN_CMDSN 1 /* CmdSN of every login request (a new session each time, §6.3.5) */
@@ -87,6 +91,7 @@ struct iscsi_session {
 	bool rec_started;
 	pthread_cond_t rec_cv;      /* state became SS_DOWN, or closing */
 	bool closing;               /* iscsi_session_close has begun: recovery stops */
+	int cancel_fd;              /* fired with closing: ends the recovery thread's connect or login (cancel.h) */
 	bool fail_fast;             /* down for longer than replacement_timeout_ms */
 	int64_t lost_ms;            /* when the connection was lost (0: up) */
 	int lost_err;               /* why */
@@ -811,10 +816,20 @@ struct async_sense {
 	struct scsi_sense sense;
 };
 
-/* Seconds from an Async Message parameter, capped so a hostile value cannot stall recovery. */
-static int64_t async_secs_ms(uint16_t secs)
+/*
+ * Milliseconds for a number of seconds a target asks us to wait (Time2Wait
+ * or Time2Retain of an Async Message or a Logout Response, §11.9.1,
+ * §11.15; the logout delay of AsyncEvent 1), capped at TARGET_SECS_MAX so
+ * a hostile value cannot park recovery.  Every such value goes through
+ * here.  what names it for the line logged when the cap applies.
+ */
+static int64_t target_secs_ms(uint32_t secs, const char *what)
 {
-	return (int64_t)(secs > 60 ? 60 : secs) * 1000;
+	if (secs > TARGET_SECS_MAX) {
+		log_warn("target asks for %s of %u s: taken as %d s", what, secs, TARGET_SECS_MAX);
+		secs = TARGET_SECS_MAX;
+	}
+	return (int64_t)secs * 1000;
 }
 
 /*
@@ -866,7 +881,7 @@ static int rx_async(struct iscsi_session *s, const struct iscsi_bhs *h, const ui
 			s->relogin_pending = true;
 			s->relogin_reason = renegotiate ? "a parameter renegotiation requested by the target"
 							: "a logout requested by the target";
-			s->relogin_deadline_ms = iscsi_now_ms() + async_secs_ms(secs);
+			s->relogin_deadline_ms = iscsi_now_ms() + target_secs_ms(secs, "a logout within");
 			if (renegotiate)
 				s->renegotiated_ms = iscsi_now_ms();
 		}
@@ -877,7 +892,8 @@ static int rx_async(struct iscsi_session *s, const struct iscsi_bhs *h, const ui
 			 h->u.async.event == 2 ? "connection" : "session", h->u.async.param2);
 		s->drop_reason = h->u.async.event == 2 ? "the target announced dropping the connection"
 						       : "the target announced dropping the session";
-		s->reconnect_delay_ms = async_secs_ms(h->u.async.param2);
+		s->reconnect_delay_ms = target_secs_ms(h->u.async.param2, "Time2Wait");
+		(void)target_secs_ms(h->u.async.param3, "Time2Retain"); /* ERL 0: nothing is retained */
 		return -ECONNRESET;
 	default:
 		log_warn("target sent asynchronous event %u (vcode %u): ignored", h->u.async.event, h->u.async.vcode);
@@ -957,7 +973,8 @@ static int hook_rx_pdu(void *arg, const uint8_t *bhs, const uint8_t *data, uint3
 		if (s->logout_relogin) {
 			/* Logged out as the target asked: log in again after its Time2Wait. */
 			s->drop_reason = s->relogin_reason;
-			s->reconnect_delay_ms = (int64_t)h.u.logout.time2wait * 1000;
+			s->reconnect_delay_ms = target_secs_ms(h.u.logout.time2wait, "Time2Wait");
+			(void)target_secs_ms(h.u.logout.time2retain, "Time2Retain"); /* ERL 0: nothing is retained */
 			rc = -ECONNRESET;
 		}
 		break;
@@ -1244,7 +1261,7 @@ static void session_wipe_creds(struct iscsi_session *s)
  * every later login.  On success *out is the connected transport, not
  * started.  Called only where no event thread runs (open, recovery).
  */
-static int connect_login(struct iscsi_session *s, int timeout_ms, struct iscsi_transport **out,
+static int connect_login(struct iscsi_session *s, int timeout_ms, int64_t deadline_ms, struct iscsi_transport **out,
 			 struct iscsi_login_result *lr, char *err, size_t err_cap)
 {
 	const struct iscsi_session_config *cfg = &s->cfg;
@@ -1259,6 +1276,7 @@ static int connect_login(struct iscsi_session *s, int timeout_ms, struct iscsi_t
 	lc.cmdsn = LOGIN_CMDSN;
 	lc.neg = cfg->neg;
 	lc.timeout_ms = timeout_ms;
+	lc.deadline_ms = deadline_ms; /* every hop and CHAP retry within it */
 	memcpy(lc.chap_algs, s->chap_algs, sizeof(lc.chap_algs));
 	memcpy(lc.chap_user, cfg->chap_user, sizeof(lc.chap_user));
 	memcpy(lc.chap_secret, cfg->chap_secret, sizeof(lc.chap_secret));
@@ -1267,6 +1285,8 @@ static int connect_login(struct iscsi_session *s, int timeout_ms, struct iscsi_t
 
 	struct iscsi_transport *t = NULL;
 	int rc = 0;
+	if (!lc.deadline_ms)
+		lc.deadline_ms = iscsi_now_ms() + timeout_ms;
 	for (unsigned hop = 0;; hop++) {
 		rc = iscsi_connect_login(cfg->transport, cfg->transport_ctx, host, port, &lc, lr, &t, err, err_cap);
 		memcpy(s->chap_algs, lc.chap_algs, sizeof(s->chap_algs)); /* a narrowed CHAP_A offer is kept */
@@ -1445,14 +1465,28 @@ static void recover(struct iscsi_session *s)
 	int timeout_ms = s->cfg.timeout_ms > 0 ? s->cfg.timeout_ms : 15000;
 
 	s->reconnect_delay_ms = 0;
+	/* A Time2Wait that would outlast half the replacement timeout would fail I/O a target serves again. */
+	if (first > s->cfg.replacement_timeout_ms / 2 && !s->fail_fast) {
+		log_warn("reconnecting after %d ms instead of the target's Time2Wait (%lld ms): half the replacement "
+			 "timeout", s->cfg.replacement_timeout_ms / 2, (long long)first);
+		first = s->cfg.replacement_timeout_ms / 2;
+	}
 	for (;;) {
 		recovery_wait(s, iscsi_now_ms() + (attempts ? delay : first));
 		if (s->closing)
 			return;
+		/*
+		 * The whole connect and login ends within the login timeout and,
+		 * until it passed, by the replacement deadline: recovery_wait then
+		 * fails the I/O on time however the target stalls the login.
+		 */
+		int64_t deadline = iscsi_now_ms() + timeout_ms;
+		if (!s->fail_fast && s->lost_ms + s->cfg.replacement_timeout_ms < deadline)
+			deadline = s->lost_ms + s->cfg.replacement_timeout_ms;
 		pthread_mutex_unlock(&s->lock);
 		attempts++;
 		err[0] = '\0';
-		int rc = connect_login(s, timeout_ms, &nt, &lr, err, sizeof(err));
+		int rc = connect_login(s, timeout_ms, deadline, &nt, &lr, err, sizeof(err));
 		pthread_mutex_lock(&s->lock);
 		if (rc == 0)
 			break;
@@ -1504,6 +1538,7 @@ static void recover(struct iscsi_session *s)
 static void *recovery_thread(void *arg)
 {
 	struct iscsi_session *s = arg;
+	iscsi_cancel_bind(s->cancel_fd); /* iscsi_session_close ends a connect or login in progress */
 	pthread_mutex_lock(&s->lock);
 	for (;;) {
 		while (!s->closing && s->state != SS_DOWN)
@@ -1534,6 +1569,8 @@ static void session_free(struct iscsi_session *s)
 	session_wipe_creds(s);
 	free(s->sorted);
 	free(s->tasks);
+	if (s->cancel_fd >= 0)
+		close(s->cancel_fd);
 	pthread_mutex_destroy(&s->lock);
 	pthread_cond_destroy(&s->slot_cv);
 	pthread_cond_destroy(&s->state_cv);
@@ -1550,6 +1587,7 @@ int iscsi_session_open(const struct iscsi_session_config *cfg, struct iscsi_sess
 		return -ENOMEM;
 	}
 	s->cfg = *cfg;
+	s->cancel_fd = -1;
 	unsigned qd = cfg->queue_depth ? cfg->queue_depth : 128;
 	if (qd > 4096)
 		qd = 4096;
@@ -1563,7 +1601,8 @@ int iscsi_session_open(const struct iscsi_session_config *cfg, struct iscsi_sess
 	pthread_cond_init(&s->slot_cv, NULL);
 	pthread_cond_init(&s->state_cv, NULL);
 	pthread_cond_init(&s->rec_cv, NULL);
-	if (!s->tasks || !s->sorted) {
+	s->cancel_fd = iscsi_cancel_new();
+	if (!s->tasks || !s->sorted || s->cancel_fd < 0) {
 		session_free(s);
 		snprintf(err, err_cap, "out of memory");
 		return -ENOMEM;
@@ -1581,7 +1620,7 @@ int iscsi_session_open(const struct iscsi_session_config *cfg, struct iscsi_sess
 	int rc;
 	/* A busy target gets a few more tries with back-off (0.25, 0.5, 1, 2 s), as in recovery. */
 	for (int64_t delay = RECONNECT_BASE_MS;; delay *= 2) {
-		rc = connect_login(s, cfg->timeout_ms, &t, &lr, err, err_cap);
+		rc = connect_login(s, cfg->timeout_ms, 0, &t, &lr, err, err_cap);
 		if (rc == 0 || !login_busy(&lr) || delay > 2000)
 			break;
 		log_warn("%s: retrying in %lld ms", err, (long long)delay);
@@ -1775,8 +1814,9 @@ void iscsi_session_close(struct iscsi_session *s, int timeout_ms)
 	while (s->state != SS_CLOSED && !s->fail_fast && s->outstanding > 0)
 		if (pthread_cond_timedwait(&s->state_cv, &s->lock, &dl) == ETIMEDOUT)
 			break;
-	/* No more recovery: the recovery thread ends after the attempt in progress. */
+	/* No more recovery: a connect or login in progress ends at once (-ECANCELED). */
 	s->closing = true;
+	iscsi_cancel_fire(s->cancel_fd);
 	pthread_cond_broadcast(&s->rec_cv);
 	pthread_cond_broadcast(&s->slot_cv);
 	pthread_mutex_unlock(&s->lock);

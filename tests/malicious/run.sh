@@ -125,16 +125,36 @@ declare -A expect=(
 	[login_silent]="no_mount -"
 	[capacity_overflow]="no_mount -"
 )
+# Hostile loops and waits, each checked against its bound (docs/design.md,
+# "Loops and waits a target drives"), by the block "bounded" below:
+#   outage BACK: the trigger drops the connection and the later logins never
+#       finish (fake_target.py RECOVERY_LOGIN): I/O fails with EIO within
+#       replacement_timeout (3 s) + 3 s, new I/O fails at once; with BACK=back
+#       the target behaves again after 8 s and a read then succeeds;
+#       otherwise fusermount3 -u ends the daemon within 3 s while recovery
+#       is still trying;
+#   relogin: the Logout Response's Time2Wait 65535 is capped: a read after
+#       the logout succeeds before replacement_timeout (6 s) fails it;
+#   seek: one lseek(SEEK_DATA) costs at most 64 GET LBA STATUS round trips
+#       and reports data where the walk stopped.
+declare -A bounded=(
+	[recovery_login_empty_continue]="outage back"
+	[recovery_login_empty_continue_nop]="outage -"
+	[recovery_login_slow_continue]="outage -"
+	[recovery_login_silent]="outage -"
+	[logout_time2wait_max]="relogin -"
+	[lba_status_one_block]="seek -"
+)
 always=''
 if [[ $scenario == *+always ]]; then
 	scenario=${scenario%+always}
 	always=--always
 fi
-if [[ -z ${expect[$scenario]:-} ]]; then
+if [[ -z ${expect[$scenario]:-} && -z ${bounded[$scenario]:-} ]]; then
 	echo "$0: unknown scenario $scenario" >&2
 	exit 2
 fi
-read -r want_io want_after <<<"${expect[$scenario]}"
+read -r want_io want_after <<<"${expect[$scenario]:-bounded -}"
 if [[ -n $always ]]; then
 	want_io=fail
 	want_after=failing
@@ -257,6 +277,170 @@ if [[ $want_io == no_mount ]]; then
 		pass "nothing mounted"
 	fi
 	sanitizer_clean "$work/daemon.log"
+	finish
+fi
+
+# ---------------------------------------------------------------- bounded
+
+# elapsed_since T0: seconds (with decimals) since $EPOCHREALTIME was T0.
+elapsed_since() {
+	awk -v a="$1" -v b="$EPOCHREALTIME" 'BEGIN { printf "%.1f", b - a }'
+}
+
+# within LIMIT SECONDS: SECONDS (decimal) <= LIMIT.
+within() {
+	awk -v l="$1" -v s="$2" 'BEGIN { exit !(s <= l) }'
+}
+
+if [[ $want_io == bounded ]]; then
+	read -r kind back <<<"${bounded[$scenario]}"
+	rt=3
+	[[ $kind == relogin ]] && rt=6
+	noop=5
+	[[ $trigger == nop ]] && noop=1
+	"$iserfuse" -f -o "initiator_name=$initiator" -o login_timeout=10 -o cmd_timeout=4 -o noop_interval=$noop \
+		-o replacement_timeout=$rt "$url" "$mnt" >"$work/daemon.out" 2>"$work/daemon.log" </dev/null &
+	daemon_pid=$!
+	up=0
+	for ((i = 0; i < 300; i++)); do
+		if is_mounted "$mnt" && [[ -e $mnt/lun1 ]]; then
+			up=1
+			break
+		fi
+		_targets_alive "$daemon_pid" || break
+		sleep 0.1
+	done
+	if ((up)); then
+		pass "mounted"
+	else
+		fail "mounted"
+		note "$work/daemon.log"
+		finish
+	fi
+	case $kind in
+	outage)
+		if [[ $trigger == nop ]]; then
+			for ((i = 0; i < 100; i++)); do
+				grep -q 'lost:' "$work/daemon.log" && break
+				sleep 0.1
+			done
+			check "the first NOP-Out ping dropped the connection" grep -q 'lost:' "$work/daemon.log"
+		fi
+		rc=0
+		t0=$EPOCHREALTIME
+		timeout -k 2 20 dd if="$mnt/lun1" of="$work/got" bs=65536 count=1 iflag=direct status=none \
+			2>"$work/dd.log" || rc=$?
+		took=$(elapsed_since "$t0")
+		if ((rc != 0 && rc != 124 && rc != 137)) && grep -q 'Input/output error' "$work/dd.log" &&
+			within $((rt + 3)) "$took"; then
+			pass "read fails with EIO within replacement_timeout + 3 s (${took} s)"
+		else
+			fail "read fails with EIO within replacement_timeout + 3 s (exit $rc after ${took} s)"
+			note "$work/dd.log"
+		fi
+		if [[ $back == back ]]; then
+			ok=0
+			t0=$EPOCHREALTIME
+			while within 20 "$(elapsed_since "$t0")"; do
+				if timeout -k 2 5 dd if="$mnt/lun1" of="$work/got2" bs=4096 skip=32 count=64 iflag=direct \
+					status=none 2>"$work/dd2.log"; then
+					ok=1
+					break
+				fi
+				sleep 0.5
+			done
+			expected_bytes 131072 262144 "$work/want2"
+			if ((ok)) && cmp -s "$work/got2" "$work/want2"; then
+				pass "a read succeeds once the target behaves ($(elapsed_since "$t0") s later)"
+			else
+				fail "a read succeeds once the target behaves"
+				note "$work/dd2.log"
+			fi
+			check "the session was reinstated" grep -q 'reinstated after' "$work/daemon.log"
+		else
+			rc=0
+			t0=$EPOCHREALTIME
+			timeout -k 2 10 dd if="$mnt/lun1" of="$work/got2" bs=4096 count=1 iflag=direct status=none \
+				2>"$work/dd2.log" || rc=$?
+			took=$(elapsed_since "$t0")
+			if ((rc != 0 && rc != 124 && rc != 137)) && within 2 "$took"; then
+				pass "new I/O fails at once while the target still misbehaves (${took} s)"
+			else
+				fail "new I/O fails at once while the target still misbehaves (exit $rc after ${took} s)"
+			fi
+		fi
+		;;
+	relogin)
+		rc=0
+		timeout -k 5 30 dd if="$mnt/lun1" of="$work/got" bs=65536 count=1 iflag=direct status=none \
+			2>"$work/dd.log" || rc=$?
+		check_eq "read succeeds" "$rc" 0
+		for ((i = 0; i < 50; i++)); do
+			grep -q 'Time2Wait 65535' "$work/target.log" && break
+			sleep 0.1
+		done
+		check "the target answered the logout with Time2Wait 65535" grep -q 'Time2Wait 65535' "$work/target.log"
+		rc=0
+		t0=$EPOCHREALTIME
+		timeout -k 5 30 dd if="$mnt/lun1" of="$work/got2" bs=4096 skip=32 count=64 iflag=direct status=none \
+			2>"$work/dd2.log" || rc=$?
+		took=$(elapsed_since "$t0")
+		expected_bytes 131072 262144 "$work/want2"
+		if ((rc == 0)) && cmp -s "$work/got2" "$work/want2"; then
+			pass "a read after the logout succeeds (${took} s)"
+		else
+			fail "a read after the logout succeeds (exit $rc after ${took} s)"
+			note "$work/dd2.log"
+		fi
+		check "logged: the reinstatement" grep -qF "reinstated after a logout requested by the target" \
+			"$work/daemon.log"
+		;;
+	seek)
+		got=$(timeout -k 5 60 python3 -c '
+import errno, os, sys
+fd = os.open(sys.argv[1], os.O_RDONLY)
+try:
+    print(os.lseek(fd, 0, os.SEEK_DATA))
+except OSError as e:
+    print(errno.errorcode[e.errno])
+' "$mnt/lun1" 2>&1) || true
+		n=$(grep -c 'GET LBA STATUS #' "$work/target.log" || true)
+		if ((n >= 1 && n <= 64)); then
+			pass "one lseek(SEEK_DATA): $n GET LBA STATUS round trips (at most 64)"
+		else
+			fail "one lseek(SEEK_DATA): $n GET LBA STATUS round trips (at most 64)"
+		fi
+		check_eq "SEEK_DATA reports data where the walk stopped" "$got" "$((n * 512))"
+		;;
+	esac
+	if _targets_alive "$daemon_pid"; then
+		pass "daemon still running"
+	else
+		fail "daemon still running"
+		daemon_pid=''
+	fi
+	if [[ -n $daemon_pid ]]; then
+		t0=$EPOCHREALTIME
+		check "fusermount3 -u" timeout -k 5 20 fusermount3 -u "$mnt"
+		if _targets_wait_gone "$daemon_pid" 10; then
+			took=$(elapsed_since "$t0")
+			daemon_pid=''
+			if within 3 "$took"; then
+				pass "daemon exits within 3 s of the unmount (${took} s)"
+			else
+				fail "daemon exits within 3 s of the unmount (${took} s)"
+			fi
+		else
+			fail "daemon exits within 3 s of the unmount (still running after 10 s)"
+		fi
+	fi
+	sanitizer_clean "$work/daemon.log"
+	if ((failed)); then
+		echo "# daemon log:"
+		note "$work/daemon.log"
+		echo "# target log:"
+		tail -n 30 "$work/target.log" | sed 's/^/#   /'
+	fi
 	finish
 fi
 
