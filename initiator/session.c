@@ -92,6 +92,8 @@ struct iscsi_session {
 	pthread_cond_t rec_cv;      /* state became SS_DOWN, or closing */
 	bool closing;               /* iscsi_session_close has begun: recovery stops */
 	int cancel_fd;              /* fired with closing: ends the recovery thread's connect or login (cancel.h) */
+	int64_t stop_by_ms;         /* iscsi_session_stopping: the replacement deadline is no later (0: none) */
+	int64_t attempt_deadline_ms; /* the recovery thread's connect and login end by then (0: none running) */
 	bool fail_fast;             /* down for longer than replacement_timeout_ms */
 	int64_t lost_ms;            /* when the connection was lost (0: up) */
 	int lost_err;               /* why */
@@ -1412,9 +1414,16 @@ static unsigned requeue_parked(struct iscsi_session *s)
  * -ETIMEDOUT and new ones with -ENOTCONN until the session is back.  Lock
  * held (dropped around callbacks).
  */
+/* When pending commands fail: replacement_timeout_ms after the loss, or the stop grace if sooner.  Lock held. */
+static int64_t replacement_deadline(const struct iscsi_session *s)
+{
+	int64_t d = s->lost_ms + s->cfg.replacement_timeout_ms;
+	return s->stop_by_ms && s->stop_by_ms < d ? s->stop_by_ms : d;
+}
+
 static void check_replacement(struct iscsi_session *s, int64_t now)
 {
-	if (s->fail_fast || now - s->lost_ms < s->cfg.replacement_timeout_ms)
+	if (s->fail_fast || now < replacement_deadline(s))
 		return;
 	s->fail_fast = true;
 	pthread_cond_broadcast(&s->slot_cv);
@@ -1434,8 +1443,8 @@ static void recovery_wait(struct iscsi_session *s, int64_t until)
 		if (s->closing || now >= until)
 			return;
 		int64_t wake = until;
-		if (!s->fail_fast && s->lost_ms + s->cfg.replacement_timeout_ms < wake)
-			wake = s->lost_ms + s->cfg.replacement_timeout_ms;
+		if (!s->fail_fast && replacement_deadline(s) < wake)
+			wake = replacement_deadline(s);
 		int64_t ms = wake - now;
 		if (ms < 1)
 			ms = 1;
@@ -1481,13 +1490,21 @@ static void recover(struct iscsi_session *s)
 		 * fails the I/O on time however the target stalls the login.
 		 */
 		int64_t deadline = iscsi_now_ms() + timeout_ms;
-		if (!s->fail_fast && s->lost_ms + s->cfg.replacement_timeout_ms < deadline)
-			deadline = s->lost_ms + s->cfg.replacement_timeout_ms;
+		if (!s->fail_fast && replacement_deadline(s) < deadline)
+			deadline = replacement_deadline(s);
+		s->attempt_deadline_ms = deadline;
 		pthread_mutex_unlock(&s->lock);
 		attempts++;
 		err[0] = '\0';
 		int rc = connect_login(s, timeout_ms, deadline, &nt, &lr, err, sizeof(err));
 		pthread_mutex_lock(&s->lock);
+		s->attempt_deadline_ms = 0;
+		if (rc == -ECANCELED && !s->closing) {
+			/* iscsi_session_stopping cut this attempt short: the token is re-armed for the next */
+			uint64_t v;
+			if (read(s->cancel_fd, &v, sizeof(v)) < 0)
+				log_debug("cancel token: %s", strerror(errno));
+		}
 		if (rc == 0)
 			break;
 		log_debug("reconnect attempt %u to %s:%u: %s", attempts, s->cfg.host, s->cfg.port, err);
@@ -1804,6 +1821,18 @@ int iscsi_session_drain(struct iscsi_session *s, int timeout_ms)
 		}
 	pthread_mutex_unlock(&s->lock);
 	return rc;
+}
+
+void iscsi_session_stopping(struct iscsi_session *s, int grace_ms)
+{
+	pthread_mutex_lock(&s->lock);
+	int64_t by = iscsi_now_ms() + (grace_ms > 0 ? grace_ms : 0);
+	if (!s->stop_by_ms || by < s->stop_by_ms)
+		s->stop_by_ms = by;
+	if (s->attempt_deadline_ms > s->stop_by_ms && !s->closing)
+		iscsi_cancel_fire(s->cancel_fd); /* recover() re-arms it and tries again by stop_by_ms */
+	pthread_cond_broadcast(&s->rec_cv);
+	pthread_mutex_unlock(&s->lock);
 }
 
 void iscsi_session_close(struct iscsi_session *s, int timeout_ms)

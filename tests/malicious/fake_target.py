@@ -105,6 +105,7 @@ TRIGGER = {
     "recovery_login_empty_continue_nop": "nop",   # the same from the first NOP-Out ping on, for ever
     "recovery_login_slow_continue": "read",       # one empty C=1 Login Response every 0.5 s, for ever
     "recovery_login_silent": "read",              # later logins never answered (connection kept open)
+    "recovery_login_empty_continue_stop": "read", # empty C=1 Login Responses for ever; SIGTERM meanwhile
     "logout_time2wait_max": "read",               # AsyncEvent 1, then a Logout Response with Time2Wait 65535
     # Target-driven walks: GET LBA STATUS (LBPME set) answers one deallocated block at a time.
     "lba_status_one_block": "seek",
@@ -117,6 +118,7 @@ RECOVERY_LOGIN = {
     "recovery_login_empty_continue_nop": ("empty", None),
     "recovery_login_slow_continue": ("slow", None),
     "recovery_login_silent": ("silent", None),
+    "recovery_login_empty_continue_stop": ("empty", None),
 }
 
 # Shared by the connections of one run: the second portal's port, and

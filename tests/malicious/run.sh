@@ -133,6 +133,9 @@ declare -A expect=(
 #       the target behaves again after 8 s and a read then succeeds;
 #       otherwise fusermount3 -u ends the daemon within 3 s while recovery
 #       is still trying;
+#   stop: as outage, with replacement_timeout 60 s: SIGTERM while the read
+#       waits for the recovery ends the daemon within 8 s (a 5 s grace), the
+#       read failing, nothing left mounted;
 #   relogin: the Logout Response's Time2Wait 65535 is capped: a read after
 #       the logout succeeds before replacement_timeout (6 s) fails it;
 #   seek: one lseek(SEEK_DATA) costs at most 64 GET LBA STATUS round trips
@@ -142,6 +145,7 @@ declare -A bounded=(
 	[recovery_login_empty_continue_nop]="outage -"
 	[recovery_login_slow_continue]="outage -"
 	[recovery_login_silent]="outage -"
+	[recovery_login_empty_continue_stop]="stop -"
 	[logout_time2wait_max]="relogin -"
 	[lba_status_one_block]="seek -"
 )
@@ -296,6 +300,7 @@ if [[ $want_io == bounded ]]; then
 	read -r kind back <<<"${bounded[$scenario]}"
 	rt=3
 	[[ $kind == relogin ]] && rt=6
+	[[ $kind == stop ]] && rt=60
 	noop=5
 	[[ $trigger == nop ]] && noop=1
 	"$iserfuse" -f -o "initiator_name=$initiator" -o login_timeout=10 -o cmd_timeout=4 -o noop_interval=$noop \
@@ -370,6 +375,44 @@ if [[ $want_io == bounded ]]; then
 			fi
 		fi
 		;;
+	stop)
+		timeout -k 2 60 dd if="$mnt/lun1" of="$work/got" bs=65536 count=1 iflag=direct status=none \
+			2>"$work/dd.log" &
+		dd_pid=$!
+		for ((i = 0; i < 100; i++)); do
+			grep -q 'lost:' "$work/daemon.log" && break
+			sleep 0.1
+		done
+		check "the read dropped the connection" grep -q 'lost:' "$work/daemon.log"
+		sleep 1
+		t0=$EPOCHREALTIME
+		kill -TERM "$daemon_pid"
+		if _targets_wait_gone "$daemon_pid" 20; then
+			took=$(elapsed_since "$t0")
+			drc=0
+			wait "$daemon_pid" 2>/dev/null || drc=$?
+			daemon_pid=''
+			if within 8 "$took"; then
+				pass "SIGTERM during the recovery ends the daemon within 8 s (${took} s, exit $drc)"
+			else
+				fail "SIGTERM during the recovery ends the daemon within 8 s (${took} s, exit $drc)"
+			fi
+		else
+			fail "SIGTERM during the recovery ends the daemon within 8 s (still running after 20 s)"
+		fi
+		rc=0
+		wait "$dd_pid" || rc=$?
+		if ((rc != 0 && rc != 124 && rc != 137)); then
+			pass "the read fails ($(head -n 1 "$work/dd.log"))"
+		else
+			fail "the read fails (exit $rc)"
+		fi
+		if is_mounted "$mnt"; then
+			fail "nothing left mounted"
+		else
+			pass "nothing left mounted"
+		fi
+		;;
 	relogin)
 		rc=0
 		timeout -k 5 30 dd if="$mnt/lun1" of="$work/got" bs=65536 count=1 iflag=direct status=none \
@@ -413,7 +456,9 @@ except OSError as e:
 		check_eq "SEEK_DATA reports data where the walk stopped" "$got" "$((n * 512))"
 		;;
 	esac
-	if _targets_alive "$daemon_pid"; then
+	if [[ $kind == stop ]]; then
+		: # stopped above
+	elif _targets_alive "$daemon_pid"; then
 		pass "daemon still running"
 	else
 		fail "daemon still running"
