@@ -111,12 +111,23 @@ struct iscsi_session {
 	struct task *tx_head, *tx_tail;   /* something to send */
 	unsigned outstanding, worker_outstanding;
 
-	/* NOP-Out answering a NOP-In (§11.19: TTT != 0xffffffff asks for one) */
+	/*
+	 * NOP-Out answering a NOP-In (§11.19: TTT != 0xffffffff asks for one).
+	 * The echoed data lives in one of two buffers: one may still be being
+	 * written by the transport (busy until tx_done), so a ping arriving
+	 * meanwhile never changes bytes (or their data digest) under a send.
+	 * A reply not yet sent is replaced by a newer ping's; with both buffers
+	 * busy a ping goes unanswered.
+	 */
 	bool nop_reply;
 	uint32_t nop_ttt;
 	uint64_t nop_lun;
 	uint32_t nop_dlen;
-	uint8_t nop_data[NOP_DATA_MAX];
+	unsigned nop_next;          /* buffer holding the reply to send (when nop_reply) */
+	struct nop_echo {
+		bool busy;              /* handed to the transport, no tx_done yet */
+		uint8_t data[NOP_DATA_MAX];
+	} nop_buf[2];
 
 	/* Keep-alive: NOP-Out pings with an ITT of their own (§11.18) */
 	int64_t last_rx_ms;
@@ -465,7 +476,12 @@ static int hook_tx_fill(void *arg, struct iscsi_tx_slot *slots, int max)
 		s->event_thread_known = true;
 	}
 	if (s->nop_reply && n < max) {
-		emit_nop_out(s, &slots[n++], ISCSI_RESERVED_TAG, s->nop_ttt, s->nop_lun, s->nop_dlen ? s->nop_data : NULL,
+		struct nop_echo *e = &s->nop_buf[s->nop_next];
+		if (s->nop_dlen) {
+			e->busy = true;
+			slots[n].owner = e; /* hook_tx_done frees it */
+		}
+		emit_nop_out(s, &slots[n++], ISCSI_RESERVED_TAG, s->nop_ttt, s->nop_lun, s->nop_dlen ? e->data : NULL,
 			     s->nop_dlen);
 		s->nop_reply = false;
 	}
@@ -950,13 +966,20 @@ static int hook_rx_pdu(void *arg, const uint8_t *bhs, const uint8_t *data, uint3
 			update_statsn(s, h.u.nop.statsn);
 		}
 		if (h.u.nop.ttt != ISCSI_RESERVED_TAG) {
-			/* The target asks for a NOP-Out echoing its ping data (§11.19). */
+			/* The target asks for a NOP-Out echoing its ping data (§11.19), into a buffer not being sent. */
+			int b = s->nop_reply ? (int)s->nop_next : !s->nop_buf[0].busy ? 0 : !s->nop_buf[1].busy ? 1 : -1;
+			if (b < 0) {
+				log_debug("NOP-In ping (TTT 0x%08x) while two answers are being sent: not answered",
+					  h.u.nop.ttt);
+				break;
+			}
 			s->nop_reply = true;
+			s->nop_next = (unsigned)b;
 			s->nop_ttt = h.u.nop.ttt;
 			s->nop_lun = h.lun;
 			s->nop_dlen = dlen < NOP_DATA_MAX ? dlen : NOP_DATA_MAX;
 			if (s->nop_dlen)
-				memcpy(s->nop_data, data, s->nop_dlen);
+				memcpy(s->nop_buf[b].data, data, s->nop_dlen);
 			kick = true;
 		}
 		break;
@@ -1020,6 +1043,10 @@ static void hook_tx_done(void *arg, const struct iscsi_tx_slot *slots, int n)
 	int ndone = 0;
 	pthread_mutex_lock(&s->lock);
 	for (int i = 0; i < n; i++) {
+		if (slots[i].owner == &s->nop_buf[0] || slots[i].owner == &s->nop_buf[1]) {
+			((struct nop_echo *)slots[i].owner)->busy = false;
+			continue;
+		}
 		struct task *t = slots[i].owner;
 		if (!t || !t->tx_pending)
 			continue;
@@ -1232,6 +1259,16 @@ static int hook_tick(void *arg, int64_t now)
 	return rc;
 }
 
+static bool hook_task_owns(void *arg, uint32_t itt, const void *buf, uint32_t len)
+{
+	struct iscsi_session *s = arg;
+	pthread_mutex_lock(&s->lock);
+	struct task *t = task_lookup(s, itt);
+	bool owns = t && t->cmd.buf == buf && t->cmd.len >= len;
+	pthread_mutex_unlock(&s->lock);
+	return owns;
+}
+
 static const struct iscsi_transport_hooks session_hooks = {
 	.tick = hook_tick,
 	.tx_done = hook_tx_done,
@@ -1239,6 +1276,7 @@ static const struct iscsi_transport_hooks session_hooks = {
 	.rx_data_dest = hook_rx_data_dest,
 	.rx_pdu = hook_rx_pdu,
 	.conn_lost = hook_conn_lost,
+	.task_owns = hook_task_owns,
 };
 
 /* ---- connecting, and recovery (ERL 0) ---- */
@@ -1349,6 +1387,7 @@ static void adopt_login(struct iscsi_session *s, struct iscsi_transport *t, cons
 	s->expstatsn = lr->expstatsn;
 	s->last_rx_ms = iscsi_now_ms();
 	s->ping_want = s->ping_sent = s->nop_reply = false;
+	s->nop_buf[0].busy = s->nop_buf[1].busy = false; /* the old connection is gone, and its sends */
 	s->tmf_want = s->tmf_sent = false;
 	s->event_thread_known = false;
 }
