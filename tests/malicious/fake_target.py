@@ -109,6 +109,8 @@ TRIGGER = {
     "logout_time2wait_max": "read",               # AsyncEvent 1, then a Logout Response with Time2Wait 65535
     # Target-driven walks: GET LBA STATUS (LBPME set) answers one deallocated block at a time.
     "lba_status_one_block": "seek",
+    # REPORT LUNS whose LUN LIST LENGTH always claims 8 bytes more than was asked for.
+    "report_luns_growth": "probe",
 }
 
 # What the later logins meet after a recovery_login_* trigger: mode, and until when
@@ -529,6 +531,10 @@ class Conn:
         if op == 0xA0:  # REPORT LUNS
             body = (8).to_bytes(4, "big") + bytes(4) + lun_field(LUN_ID).to_bytes(8, "big")
             alloc = int.from_bytes(cdb[6:10], "big")
+            if self.mis == "report_luns_growth":
+                STATE["report_luns"] = STATE.get("report_luns", 0) + 1
+                log("REPORT LUNS #%d (allocation length %d)" % (STATE["report_luns"], alloc))
+                body = alloc.to_bytes(4, "big") + body[4:]  # the list "needs" alloc + 8 bytes
             self.send_read_data(itt, lun, edtl, body[:alloc])
             return
         if lun != lun_field(LUN_ID):

@@ -138,6 +138,7 @@ declare -A expect=(
 #       read failing, nothing left mounted;
 #   relogin: the Logout Response's Time2Wait 65535 is capped: a read after
 #       the logout succeeds before replacement_timeout (6 s) fails it;
+#   luns: the mount takes at most 2 REPORT LUNS (4 with a rescan), and reads work;
 #   seek: one lseek(SEEK_DATA) costs at most 64 GET LBA STATUS round trips
 #       and reports data where the walk stopped.
 declare -A bounded=(
@@ -148,6 +149,7 @@ declare -A bounded=(
 	[recovery_login_empty_continue_stop]="stop -"
 	[logout_time2wait_max]="relogin -"
 	[lba_status_one_block]="seek -"
+	[report_luns_growth]="luns -"
 )
 always=''
 if [[ $scenario == *+always ]]; then
@@ -303,8 +305,10 @@ if [[ $want_io == bounded ]]; then
 	[[ $kind == stop ]] && rt=60
 	noop=5
 	[[ $trigger == nop ]] && noop=1
+	burl=$url
+	[[ $kind == luns ]] && burl=${url%/1} # every LUN: REPORT LUNS at the mount and in rescans
 	"$iserfuse" -f -o "initiator_name=$initiator" -o login_timeout=10 -o cmd_timeout=4 -o noop_interval=$noop \
-		-o replacement_timeout=$rt "$url" "$mnt" >"$work/daemon.out" 2>"$work/daemon.log" </dev/null &
+		-o replacement_timeout=$rt "$burl" "$mnt" >"$work/daemon.out" 2>"$work/daemon.log" </dev/null &
 	daemon_pid=$!
 	up=0
 	for ((i = 0; i < 300; i++)); do
@@ -437,6 +441,23 @@ if [[ $want_io == bounded ]]; then
 		fi
 		check "logged: the reinstatement" grep -qF "reinstated after a logout requested by the target" \
 			"$work/daemon.log"
+		;;
+	luns)
+		n=$(grep -c 'REPORT LUNS #' "$work/target.log" || true)
+		if ((n >= 1 && n <= 4)); then
+			pass "REPORT LUNS sent $n times (at most 4)"
+		else
+			fail "REPORT LUNS sent $n times (at most 4)"
+		fi
+		rc=0
+		timeout -k 5 30 dd if="$mnt/lun1" of="$work/got" bs=65536 count=1 iflag=direct status=none \
+			2>"$work/dd.log" || rc=$?
+		expected_bytes 0 65536 "$work/want"
+		if ((rc == 0)) && cmp -s "$work/got" "$work/want"; then
+			pass "read succeeds"
+		else
+			fail "read succeeds (exit $rc)"
+		fi
 		;;
 	seek)
 		got=$(timeout -k 5 60 python3 -c '
