@@ -111,6 +111,8 @@ TRIGGER = {
     "lba_status_one_block": "seek",
     # REPORT LUNS whose LUN LIST LENGTH always claims 8 bytes more than was asked for.
     "report_luns_growth": "probe",
+    # Every write, from the first on, is asked for its first burst again and again (legal R2Ts, no end).
+    "r2t_repeat_storm": "write",
 }
 
 # What the later logins meet after a recovery_login_* trigger: mode, and until when
@@ -452,6 +454,8 @@ class Conn:
                 log("ignoring task management function %d" % (h[1] & 0x7F))
             elif op == OP_TMF_REQ:
                 log("task management function %d: function complete" % (h[1] & 0x7F))
+                if h[1] & 0x7F == 1:  # ABORT TASK: the referenced task is gone
+                    self.writes.pop(int.from_bytes(h[20:24], "big"), None)
                 r = bhs(OP_TMF_RSP, 0x80, 0, 0, itt)
                 self.sn_fields(r)
                 self.send(r)
@@ -675,6 +679,14 @@ class Conn:
         return h
 
     def write_progress(self, w):
+        if STATE.get("r2t_storm"):
+            STATE["r2ts"] = STATE.get("r2ts", 0) + 1
+            if STATE["r2ts"] % 50 == 1:
+                log("R2T storm: R2T #%d (ITT 0x%08x)" % (STATE["r2ts"], w["itt"]))
+            time.sleep(0.01)
+            w["burst_end"] = min(MAX_BURST, w["edtl"])
+            self.send_r2t(w, 0, w["burst_end"])
+            return
         if w["got"] >= w["edtl"]:
             lba = w["lba"]
             self.disk[lba * BLOCK:lba * BLOCK + w["edtl"]] = w["buf"][:w["edtl"]]
@@ -704,6 +716,10 @@ class Conn:
         if m == "r2t_small_bursts":
             # Legal: one R2T at a time for 3000 bytes each (odd offsets).
             w["burst"] = 3000
+            self.write_progress(w)
+            return
+        if m == "r2t_repeat_storm":
+            STATE["r2t_storm"] = True
             self.write_progress(w)
             return
         w["dead"] = True  # Data-Out for this write is swallowed

@@ -138,6 +138,9 @@ declare -A expect=(
 #       read failing, nothing left mounted;
 #   relogin: the Logout Response's Time2Wait 65535 is capped: a read after
 #       the logout succeeds before replacement_timeout (6 s) fails it;
+#   storm: with cmd_timeout 2 s, a write the target keeps asking R2Ts for
+#       is aborted and re-issued 5 times, then fails with EIO within
+#       6 x (cmd_timeout + 2 s); the session stays up and a read succeeds;
 #   luns: the mount takes at most 2 REPORT LUNS (4 with a rescan), and reads work;
 #   seek: one lseek(SEEK_DATA) costs at most 64 GET LBA STATUS round trips
 #       and reports data where the walk stopped.
@@ -150,6 +153,7 @@ declare -A bounded=(
 	[logout_time2wait_max]="relogin -"
 	[lba_status_one_block]="seek -"
 	[report_luns_growth]="luns -"
+	[r2t_repeat_storm]="storm -"
 )
 always=''
 if [[ $scenario == *+always ]]; then
@@ -303,11 +307,13 @@ if [[ $want_io == bounded ]]; then
 	rt=3
 	[[ $kind == relogin ]] && rt=6
 	[[ $kind == stop ]] && rt=60
+	ct=4
+	[[ $kind == storm ]] && ct=2
 	noop=5
 	[[ $trigger == nop ]] && noop=1
 	burl=$url
 	[[ $kind == luns ]] && burl=${url%/1} # every LUN: REPORT LUNS at the mount and in rescans
-	"$iserfuse" -f -o "initiator_name=$initiator" -o login_timeout=10 -o cmd_timeout=4 -o noop_interval=$noop \
+	"$iserfuse" -f -o "initiator_name=$initiator" -o login_timeout=10 -o cmd_timeout=$ct -o noop_interval=$noop \
 		-o replacement_timeout=$rt "$burl" "$mnt" >"$work/daemon.out" 2>"$work/daemon.log" </dev/null &
 	daemon_pid=$!
 	up=0
@@ -441,6 +447,32 @@ if [[ $want_io == bounded ]]; then
 		fi
 		check "logged: the reinstatement" grep -qF "reinstated after a logout requested by the target" \
 			"$work/daemon.log"
+		;;
+	storm)
+		head -c 65536 /dev/urandom >"$work/in"
+		rc=0
+		t0=$EPOCHREALTIME
+		timeout -k 5 60 dd if="$work/in" of="$mnt/lun1" bs=65536 count=1 oflag=direct conv=notrunc status=none \
+			2>"$work/dd.log" || rc=$?
+		took=$(elapsed_since "$t0")
+		if ((rc != 0 && rc != 124 && rc != 137)) && grep -q 'Input/output error' "$work/dd.log" &&
+			within $((6 * (ct + 2))) "$took"; then
+			pass "write fails with EIO within 6 x (cmd_timeout + 2 s) (${took} s)"
+		else
+			fail "write fails with EIO within 6 x (cmd_timeout + 2 s) (exit $rc after ${took} s)"
+			note "$work/dd.log"
+		fi
+		check "logged: re-issued 5 times, then failed" grep -q 'aborted 6 times: failing it' "$work/daemon.log"
+		rc=0
+		timeout -k 5 30 dd if="$mnt/lun1" of="$work/got2" bs=4096 skip=32 count=64 iflag=direct status=none \
+			2>"$work/dd2.log" || rc=$?
+		expected_bytes 131072 262144 "$work/want2"
+		if ((rc == 0)) && cmp -s "$work/got2" "$work/want2"; then
+			pass "a further read succeeds"
+		else
+			fail "a further read succeeds (exit $rc)"
+		fi
+		check_eq "the session was not dropped" "$(grep -c 'reinstated after' "$work/daemon.log" || true)" 0
 		;;
 	luns)
 		n=$(grep -c 'REPORT LUNS #' "$work/target.log" || true)
