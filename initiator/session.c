@@ -844,7 +844,7 @@ struct async_sense {
 static int64_t target_secs_ms(uint32_t secs, const char *what)
 {
 	if (secs > TARGET_SECS_MAX) {
-		log_warn("target asks for %s of %u s: taken as %d s", what, secs, TARGET_SECS_MAX);
+		log_warn("target asks to wait %u s (%s): taken as %d s", secs, what, TARGET_SECS_MAX);
 		secs = TARGET_SECS_MAX;
 	}
 	return (int64_t)secs * 1000;
@@ -899,7 +899,7 @@ static int rx_async(struct iscsi_session *s, const struct iscsi_bhs *h, const ui
 			s->relogin_pending = true;
 			s->relogin_reason = renegotiate ? "a parameter renegotiation requested by the target"
 							: "a logout requested by the target";
-			s->relogin_deadline_ms = iscsi_now_ms() + target_secs_ms(secs, "a logout within");
+			s->relogin_deadline_ms = iscsi_now_ms() + target_secs_ms(secs, "logout delay");
 			if (renegotiate)
 				s->renegotiated_ms = iscsi_now_ms();
 		}
@@ -1538,11 +1538,11 @@ static void recover(struct iscsi_session *s)
 		int rc = connect_login(s, timeout_ms, deadline, &nt, &lr, err, sizeof(err));
 		pthread_mutex_lock(&s->lock);
 		s->attempt_deadline_ms = 0;
-		if (rc == -ECANCELED && !s->closing) {
-			/* iscsi_session_stopping cut this attempt short: the token is re-armed for the next */
+		if (!s->closing) {
+			/* iscsi_session_stopping may have cut this attempt short: re-arm the token for the next */
 			uint64_t v;
-			if (read(s->cancel_fd, &v, sizeof(v)) < 0)
-				log_debug("cancel token: %s", strerror(errno));
+			if (read(s->cancel_fd, &v, sizeof(v)) == sizeof(v))
+				log_debug("reconnect attempt %u cancelled: the daemon is stopping", attempts);
 		}
 		if (rc == 0)
 			break;
