@@ -87,6 +87,7 @@ TRIGGER = {
     "login_wrong_itt": "login",
     "login_no_tsih": "login",
     "login_silent": "login",
+    "login_empty_continue": "login",  # the mount's operational stage answered with empty C=1 responses, for ever
     "capacity_overflow": "probe",
     "no_response": "read",        # the READ is never answered: cmd_timeout, then ABORT TASK
     "tmf_ignored": "read",        # neither the READ nor task management is answered
@@ -281,6 +282,8 @@ class Conn:
                 while self.s.recv(65536):
                     pass
                 raise Closed()
+            if csg == 1 and self.mis == "login_empty_continue" and self.fire("login"):
+                STATE["bad_login"] = "empty"
             if csg == 1 and self.bad_login_mode():
                 self.bad_login(itt, isid_tsih, csg)
                 raise Closed()

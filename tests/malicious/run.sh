@@ -123,6 +123,7 @@ declare -A expect=(
 	[login_wrong_itt]="no_mount -"
 	[login_no_tsih]="no_mount -"
 	[login_silent]="no_mount -"
+	[login_empty_continue]="no_mount -"
 	[capacity_overflow]="no_mount -"
 )
 # Hostile loops and waits, each checked against its bound (docs/design.md,
@@ -267,12 +268,20 @@ expected_bytes() {
 
 if [[ $want_io == no_mount ]]; then
 	rc=0
+	t0=$SECONDS
 	timeout -k 5 60 "$iserfuse" -o "initiator_name=$initiator" -o login_timeout=10 -o cmd_timeout=4 "$url" "$mnt" \
 		>"$work/daemon.out" 2>"$work/daemon.log" </dev/null || rc=$?
+	took=$((SECONDS - t0))
 	if ((rc == 1)); then
 		pass "mount fails with exit 1"
 	else
 		fail "mount fails with exit 1 (exit $rc)"
+	fi
+	# the whole login within login_timeout, however the target stretches it
+	if ((took <= 15)); then
+		pass "within login_timeout + 5 s (${took} s)"
+	else
+		fail "within login_timeout + 5 s (${took} s)"
 	fi
 	lines=$(wc -l <"$work/daemon.log")
 	if ((lines == 1)) && grep -q '^iserfuse: ' "$work/daemon.log"; then
