@@ -16,6 +16,12 @@
 /* GET LBA STATUS allocation length: the header and 255 descriptors. */
 #define LBA_STATUS_ALLOC (8u + 16u * 255u)
 #define LBA_STATUS_MAX 255u
+/*
+ * Most GET LBA STATUS round trips one SEEK_DATA/SEEK_HOLE may take: a
+ * target answering one block at a time must not make an lseek cost a round
+ * trip per block; past it the walk reports data (discard.h).
+ */
+#define SEEK_ROUNDS_MAX 64u
 
 void discard_caps_from_info(struct discard_caps *c, const struct iscsi_lun_info *info)
 {
@@ -315,6 +321,7 @@ struct seek_op {
 	uint8_t *slice;
 	uint64_t off;               /* bytes: where the seek starts */
 	uint64_t lba;               /* the block GET LBA STATUS was asked about */
+	unsigned rounds;            /* GET LBA STATUS answers used (SEEK_ROUNDS_MAX) */
 	bool hole;
 	unsigned retries;           /* blk_retry_decide */
 	uint64_t retry_t0;
@@ -331,10 +338,16 @@ static void seek_finish(struct seek_op *op, int err, uint64_t result)
 	free(op);
 }
 
+/* Everything from byte `at` (>= op->off) is taken as data: SEEK_DATA stops there, SEEK_HOLE goes to the end. */
+static void seek_all_data_at(struct seek_op *op, uint64_t at)
+{
+	seek_finish(op, 0, op->hole ? blk_dev_size(op->d) : at);
+}
+
 /* Everything is data: SEEK_DATA stays, SEEK_HOLE goes to the end. */
 static void seek_all_data(struct seek_op *op)
 {
-	seek_finish(op, 0, op->hole ? blk_dev_size(op->d) : op->off);
+	seek_all_data_at(op, op->off);
 }
 
 static void seek_done(void *arg, const struct iscsi_cmd_result *res);
@@ -396,6 +409,14 @@ static void seek_done(void *arg, const struct iscsi_cmd_result *res)
 			seek_finish(op, 0, blk_dev_size(d));
 		else
 			seek_finish(op, -ENXIO, 0);
+		return;
+	}
+	if (++op->rounds == SEEK_ROUNDS_MAX) {
+		/* Data is always a safe answer: SEEK_DATA where the walk stopped, SEEK_HOLE the end. */
+		log_warn("SEEK_%s from byte %llu: no answer after %u GET LBA STATUS round trips: reporting data",
+			 op->hole ? "HOLE" : "DATA", (unsigned long long)op->off, op->rounds);
+		op->lba = next;
+		seek_all_data_at(op, next * d->bs);
 		return;
 	}
 	op->lba = next;

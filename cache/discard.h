@@ -75,7 +75,9 @@ typedef void (*blk_seek_fn)(void *arg, int err, uint64_t result);
  * (< d->size), from GET LBA STATUS (SBC-3 §5.8) when c->lba_status;
  * otherwise, or when the target refuses the command or answers nonsense,
  * the whole LUN is data (SEEK_DATA gives off, SEEK_HOLE the size).  The
- * end of the LUN is a hole.  Returns 0 (cb will be called once) or
+ * end of the LUN is a hole.  At most 64 GET LBA STATUS round trips per
+ * call: past them the rest is data (SEEK_DATA gives where the walk
+ * stopped, SEEK_HOLE the size).  Returns 0 (cb will be called once) or
  * -EINVAL.
  */
 int blk_seek(struct blk_dev *d, const struct discard_caps *c, uint64_t off, bool hole, blk_seek_fn cb, void *arg);

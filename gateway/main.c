@@ -519,6 +519,8 @@ static int sync_all(struct gw *g, int *res)
  * start block them (block_stop_signals around their creation).
  */
 static struct fuse_session *stop_session;
+/* Stopping: how long a lost connection may still be recovered before I/O fails (iscsi_session_stopping). */
+#define STOP_GRACE_MS 5000
 static volatile sig_atomic_t stop_signals;
 
 static void stop_signal(int sig)
@@ -959,6 +961,8 @@ int main(int argc, char **argv)
 	sd_notify(0, "STOPPING=1");
 	stop_signals = stop_signals ? stop_signals : 1; /* from now on the next stop signal ends the daemon */
 	gw_rescan_stop(&g);
+	/* A session being recovered gets a few seconds more, not the whole replacement_timeout. */
+	iscsi_session_stopping(g.s, STOP_GRACE_MS);
 	/*
 	 * Drain while still mounted, so that the requests in flight get their
 	 * replies instead of being aborted by the unmount; new ones wait.

@@ -23,7 +23,7 @@
 
 #define DISC_TEXT_ITT 0x00002000u
 #define DISC_LOGOUT_ITT 0x00002001u
-#define DISC_MAX_EXCHANGES 4096 /* Text PDUs in one answer, and PDUs skipped while waiting */
+#define DISC_MAX_EXCHANGES 4096 /* PDUs received after the login: Text Responses and those skipped */
 
 /* ---------------------------------------------------------------- parser */
 
@@ -243,6 +243,8 @@ fail:
 struct disc_ctx {
 	struct iscsi_transport *t;
 	int timeout_ms;
+	int64_t deadline;           /* CLOCK_MONOTONIC ms: the SendTargets exchange (or the logout) ends by then */
+	unsigned pdus;              /* PDUs received so far (DISC_MAX_EXCHANGES) */
 	uint32_t cmdsn, expstatsn;
 	uint16_t cid;
 	char *err;
@@ -254,8 +256,11 @@ static int send_bhs(struct disc_ctx *c, const struct iscsi_bhs *h, const void *d
 {
 	uint8_t bhs[ISCSI_BHS_LEN];
 	int rc = iscsi_bhs_encode(h, bhs);
+	int64_t left = c->deadline - iscsi_now_ms();
+	if (rc == 0 && left <= 0)
+		rc = -ETIMEDOUT;
 	if (rc == 0)
-		rc = c->t->ops->send_pdu(c->t, bhs, data, dlen, c->timeout_ms);
+		rc = c->t->ops->send_pdu(c->t, bhs, data, dlen, left < c->timeout_ms ? (int)left : c->timeout_ms);
 	if (rc)
 		snprintf(c->err, c->err_cap, "discovery: sending the %s failed: %s", what, strerror(-rc));
 	return rc;
@@ -270,8 +275,11 @@ static int recv_answer(struct disc_ctx *c, uint8_t want, uint32_t itt, struct is
 		       uint32_t cap, uint32_t *dlen, const char *what)
 {
 	uint8_t bhs[ISCSI_BHS_LEN];
-	for (int skipped = 0; skipped < DISC_MAX_EXCHANGES; skipped++) {
-		int rc = c->t->ops->recv_pdu(c->t, bhs, data, cap, dlen, c->timeout_ms);
+	while (c->pdus < DISC_MAX_EXCHANGES) {
+		int64_t left = c->deadline - iscsi_now_ms();
+		int ms = left < c->timeout_ms ? (int)left : c->timeout_ms;
+		int rc = ms > 0 ? c->t->ops->recv_pdu(c->t, bhs, data, cap, dlen, ms) : -ETIMEDOUT;
+		c->pdus++;
 		if (rc) {
 			if (rc == -ETIMEDOUT)
 				snprintf(c->err, c->err_cap, "discovery: no %s from the target within %d ms", what,
@@ -304,7 +312,7 @@ static int recv_answer(struct disc_ctx *c, uint8_t want, uint32_t itt, struct is
 		}
 		return 0;
 	}
-	snprintf(c->err, c->err_cap, "discovery: no %s among %d PDUs", what, DISC_MAX_EXCHANGES);
+	snprintf(c->err, c->err_cap, "discovery: no %s within %d PDUs", what, DISC_MAX_EXCHANGES);
 	return -EPROTO;
 }
 
@@ -365,6 +373,8 @@ static void logout(struct disc_ctx *c)
 	struct iscsi_bhs h = {0};
 	char buf[512];
 	uint32_t dlen;
+	c->deadline = iscsi_now_ms() + c->timeout_ms;
+	c->pdus = 0;
 	h.opcode = ISCSI_OP_LOGOUT_REQ;
 	h.immediate = true;
 	h.final = true;
@@ -414,7 +424,9 @@ int iscsi_discover(const struct iscsi_discovery_config *cfg, struct iscsi_disc_l
 	if (rc)
 		goto out;
 
-	struct disc_ctx c = {.t = t, .timeout_ms = cfg->timeout_ms, .cmdsn = lr.expcmdsn,
+	/* the whole SendTargets answer within one timeout, however many PDUs the target splits it into */
+	struct disc_ctx c = {.t = t, .timeout_ms = cfg->timeout_ms, .deadline = iscsi_now_ms() + cfg->timeout_ms,
+			     .cmdsn = lr.expcmdsn,
 			     .expstatsn = lr.expstatsn, .cid = lc.cid, .err = err, .err_cap = err_cap};
 	uint32_t mrdsl = lr.params.max_recv_dsl ? lr.params.max_recv_dsl : 8192;
 	rc = send_targets(&c, mrdsl, text, &len);

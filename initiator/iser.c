@@ -53,6 +53,7 @@
 #include <rdma/rdma_cma.h>
 
 #include "be.h"
+#include "cancel.h"
 #include "evthread.h"
 #include "log.h"
 #include "pdu.h"
@@ -211,11 +212,11 @@ static int wait_readable(int fd, int64_t deadline)
 		if (left <= 0)
 			return -ETIMEDOUT;
 		struct pollfd p = {.fd = fd, .events = POLLIN};
-		int r = poll(&p, 1, (int)(left > 1000000 ? 1000000 : left));
+		int r = iscsi_poll_cancellable(&p, 1, (int)(left > 1000000 ? 1000000 : left));
 		if (r > 0)
 			return 0;
-		if (r < 0 && errno != EINTR)
-			return -errno;
+		if (r < 0)
+			return r; /* -ECANCELED: the thread's cancel token fired (cancel.h) */
 	}
 }
 
@@ -512,6 +513,31 @@ static struct bounce *bounce_find(struct iser_conn *c, uint32_t itt)
 	return NULL;
 }
 
+/*
+ * A bounce slot for a new command with this ITT.  A slot whose command
+ * ended without a SCSI Response on this connection (Reject, ABORT TASK,
+ * a re-issue under a new ITT) is taken back: one with the same ITT (the
+ * session never has two commands with one ITT), or, with none free, one
+ * the session no longer owns.  NULL when all are in use.
+ */
+static struct bounce *bounce_get(struct iser_conn *c, uint32_t itt)
+{
+	struct bounce *b = bounce_find(c, itt);
+	if (b)
+		return b;
+	for (int i = 0; i < BOUNCE_SLOTS; i++)
+		if (!c->bounce[i].used)
+			return &c->bounce[i];
+	for (int i = 0; i < BOUNCE_SLOTS && c->hooks && c->hooks->task_owns; i++) {
+		b = &c->bounce[i];
+		if (!c->hooks->task_owns(c->sess, b->itt, b->user, b->len)) {
+			log_debug("iSER: bounce slot of ended ITT 0x%08x taken back", b->itt);
+			return b;
+		}
+	}
+	return NULL;
+}
+
 static bool in_region(const struct iser_conn *c, const void *p, size_t len)
 {
 	const uint8_t *b = c->ctx->base, *q = p;
@@ -540,10 +566,7 @@ static int build_send(struct iser_conn *c, uint64_t e, const struct iscsi_tx_slo
 			stag = c->ctx->mr->rkey;
 		} else {
 			/* a buffer outside the pool (probing commands): through a bounce slot */
-			struct bounce *b = NULL;
-			for (int i = 0; i < BOUNCE_SLOTS && !b; i++)
-				if (!c->bounce[i].used)
-					b = &c->bounce[i];
+			struct bounce *b = bounce_get(c, itt);
 			if (!b || s->xfer_len > BOUNCE_SIZE) {
 				log_err("iSER: no bounce buffer for a %u-byte command outside the pool", s->xfer_len);
 				return -ENOBUFS;
@@ -698,8 +721,11 @@ static int rx_deliver(struct iser_conn *c, unsigned idx, uint32_t len)
 	if (op == ISCSI_OP_SCSI_RSP) {
 		struct bounce *b = bounce_find(c, iscsi_wire_itt(bhs));
 		if (b) {
-			if (b->dir == 1)
+			/* only into a buffer its command still owns: never one handed back and reused */
+			if (b->dir == 1 && c->hooks->task_owns && c->hooks->task_owns(c->sess, b->itt, b->user, b->len))
 				memcpy(b->user, c->bmem + (size_t)(b - c->bounce) * BOUNCE_SIZE, b->len);
+			else if (b->dir == 1)
+				log_warn("iSER: SCSI Response for ended ITT 0x%08x: its data is dropped", b->itt);
 			b->used = false;
 		}
 	}
@@ -764,9 +790,9 @@ static int cq_wait(struct iser_conn *c, int64_t deadline)
 		return -EIO;
 	int64_t left = deadline - now_ms();
 	struct pollfd p = {.fd = c->cch->fd, .events = POLLIN};
-	int r = poll(&p, 1, left < 0 ? 0 : (int)left);
-	if (r < 0 && errno != EINTR)
-		return -errno;
+	int r = iscsi_poll_cancellable(&p, 1, left < 0 ? 0 : (int)left);
+	if (r < 0)
+		return r;
 	if (r > 0) {
 		struct ibv_cq *cq;
 		void *cctx;

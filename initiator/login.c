@@ -32,6 +32,7 @@
 #include <string.h>
 #include <sys/random.h>
 
+#include "cancel.h"
 #include "log.h"
 #include "pdu.h"
 
@@ -174,6 +175,8 @@ struct login_ctx {
 	uint8_t stage;
 	bool have_statsn;
 	uint32_t expstatsn;
+	int64_t deadline;                 /* CLOCK_MONOTONIC ms: the whole login ends by then */
+	unsigned nrsp;                    /* Login Responses received (ISCSI_LOGIN_RSP_MAX) */
 	char *err;
 	size_t err_cap;
 	/* what we owe the target in the next request */
@@ -197,6 +200,27 @@ struct login_ctx {
 	size_t my_chal_len;
 };
 
+/*
+ * How long the next PDU may take: cfg->timeout_ms, or less as the login's
+ * deadline nears.  0 with a reason in err when the deadline has passed or
+ * the thread's cancel token fired (*rc then -ETIMEDOUT or -ECANCELED).
+ */
+static int pdu_budget(struct login_ctx *c, int *rc)
+{
+	if (iscsi_cancelled()) {
+		snprintf(c->err, c->err_cap, "login: cancelled");
+		*rc = -ECANCELED;
+		return 0;
+	}
+	int64_t left = c->deadline - iscsi_now_ms();
+	if (left <= 0) {
+		snprintf(c->err, c->err_cap, "login: not complete within its deadline (%u Login Responses)", c->nrsp);
+		*rc = -ETIMEDOUT;
+		return 0;
+	}
+	return left < c->cfg->timeout_ms ? (int)left : c->cfg->timeout_ms;
+}
+
 static int send_req(struct login_ctx *c, bool transit, bool cont, uint8_t nsg, const char *data, uint32_t dlen)
 {
 	struct iscsi_bhs h = {0};
@@ -215,8 +239,13 @@ static int send_req(struct login_ctx *c, bool transit, bool cont, uint8_t nsg, c
 	h.u.login.cmdsn = c->cfg->cmdsn;
 	h.u.login.expstatsn = c->expstatsn;
 	iscsi_bhs_encode(&h, bhs);
-	int rc = c->t->ops->send_pdu(c->t, bhs, data, dlen, c->cfg->timeout_ms);
-	if (rc)
+	int rc = 0, ms = pdu_budget(c, &rc);
+	if (!ms)
+		return rc;
+	rc = c->t->ops->send_pdu(c->t, bhs, data, dlen, ms);
+	if (rc == -ECANCELED)
+		snprintf(c->err, c->err_cap, "login: cancelled");
+	else if (rc)
 		snprintf(c->err, c->err_cap, "login: send failed: %s", strerror(-rc));
 	return rc;
 }
@@ -230,10 +259,21 @@ static int recv_rsp(struct login_ctx *c, struct iscsi_bhs *h)
 		snprintf(c->err, c->err_cap, "login: target sent more than %u bytes of text", LOGIN_TEXT_MAX);
 		return -EPROTO;
 	}
-	int rc = c->t->ops->recv_pdu(c->t, bhs, c->in + c->in_len, LOGIN_PDU_DATA_MAX, &dlen, c->cfg->timeout_ms);
+	if (c->nrsp == ISCSI_LOGIN_RSP_MAX) {
+		snprintf(c->err, c->err_cap, "login: not complete after %u Login Responses", c->nrsp);
+		return -EPROTO;
+	}
+	int rc = 0, ms = pdu_budget(c, &rc);
+	if (!ms)
+		return rc;
+	rc = c->t->ops->recv_pdu(c->t, bhs, c->in + c->in_len, LOGIN_PDU_DATA_MAX, &dlen, ms);
+	if (rc == 0)
+		c->nrsp++;
 	if (rc) {
 		if (rc == -ETIMEDOUT)
-			snprintf(c->err, c->err_cap, "login: no answer from the target within %d ms", c->cfg->timeout_ms);
+			snprintf(c->err, c->err_cap, "login: no answer from the target within %d ms", ms);
+		else if (rc == -ECANCELED)
+			snprintf(c->err, c->err_cap, "login: cancelled");
 		else if (rc == -EPROTO)
 			snprintf(c->err, c->err_cap, "login: malformed or over-long login response");
 		else
@@ -671,6 +711,7 @@ int iscsi_login(struct iscsi_transport *t, const struct iscsi_login_config *cfg,
 	int rc = 0;
 
 	memset(res, 0, sizeof(*res));
+	c.deadline = cfg->deadline_ms ? cfg->deadline_ms : iscsi_now_ms() + cfg->timeout_ms;
 	c.out = malloc(LOGIN_TEXT_MAX);
 	c.in = malloc(LOGIN_TEXT_MAX);
 	if (!c.out || !c.in) {
@@ -783,21 +824,37 @@ int iscsi_connect_login(const struct iscsi_transport_ops *ops, void *ctx, const 
 			struct iscsi_login_config *cfg, struct iscsi_login_result *res, struct iscsi_transport **out,
 			char *err, size_t err_cap)
 {
+	int64_t saved_deadline = cfg->deadline_ms;
+	if (!cfg->deadline_ms)
+		cfg->deadline_ms = iscsi_now_ms() + cfg->timeout_ms;
 	for (bool retried = false;; retried = true) {
 		struct iscsi_transport *t = NULL;
 		memset(res, 0, sizeof(*res));
-		int rc = ops->connect(&t, ctx, host, port, cfg->timeout_ms, err, err_cap);
-		if (rc)
+		int64_t left = cfg->deadline_ms - iscsi_now_ms();
+		int rc = left <= 0 ? -ETIMEDOUT : iscsi_cancelled() ? -ECANCELED : 0;
+		if (rc) {
+			snprintf(err, err_cap, "cannot connect to %s:%u: %s", host, port,
+				 rc == -ETIMEDOUT ? "no time left before the login deadline" : "cancelled");
+		} else {
+			rc = ops->connect(&t, ctx, host, port, left < cfg->timeout_ms ? (int)left : cfg->timeout_ms, err,
+					  err_cap);
+		}
+		if (rc) {
+			cfg->deadline_ms = saved_deadline;
 			return rc;
+		}
 		rc = iscsi_login(t, cfg, res, err, err_cap);
 		if (rc == 0) {
+			cfg->deadline_ms = saved_deadline;
 			*out = t;
 			return 0;
 		}
 		t->ops->shutdown(t);
 		t->ops->destroy(t);
-		if (retried || !iscsi_login_chap_retry(cfg, res))
+		if (retried || !iscsi_login_chap_retry(cfg, res)) {
+			cfg->deadline_ms = saved_deadline;
 			return rc;
+		}
 		/* The target took CHAP_A=7 for SHA-1 (see iscsi_login_chap_retry): once more without it. */
 		log_info("login with CHAP SHA-256 refused; retrying without CHAP_A=7");
 	}

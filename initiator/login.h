@@ -25,7 +25,13 @@ struct iscsi_login_config {
 	uint16_t cid;
 	uint32_t cmdsn;                  /* initial CmdSN */
 	struct iscsi_neg_config neg;
-	int timeout_ms;                  /* per PDU exchange */
+	int timeout_ms;                  /* per PDU exchange, and for the whole login (below) */
+	/*
+	 * CLOCK_MONOTONIC ms (iscsi_now_ms) by which the whole connect and
+	 * login must be over, however many PDUs the target makes it take; 0:
+	 * timeout_ms after iscsi_connect_login (or iscsi_login) began.
+	 */
+	int64_t deadline_ms;
 	/*
 	 * CHAP credentials (RFC 7143 §12.1.3), NUL-terminated; all "" for
 	 * AuthMethod=None.  chap_user and chap_secret authenticate us to the
@@ -40,6 +46,13 @@ struct iscsi_login_config {
 	/* CHAP_A values offered, most preferred first, 0-terminated; all 0: 8,7,6,5 */
 	uint8_t chap_algs[ISCSI_CHAP_ALGS_MAX];
 };
+
+/*
+ * Most Login Responses one login may take, continuations (C bit) included:
+ * a target answering with empty continuations for ever fails the login
+ * (RFC 7143 §11.13.3 puts no bound on them; a real login takes a handful).
+ */
+#define ISCSI_LOGIN_RSP_MAX 64
 
 struct iscsi_login_result {
 	struct iscsi_params params;
@@ -59,8 +72,11 @@ struct iscsi_login_result {
  * CHAP and no credentials are configured, a CHAP challenge refused, the
  * target failed mutual CHAP), -EINVAL (inconsistent credentials in cfg),
  * -ENOENT (target not found), -EAGAIN (target busy or redirected),
- * -EPROTO (protocol violation or impossible negotiation), -ETIMEDOUT, or
- * the transport's error.  Secrets never appear in err or in the log.
+ * -EPROTO (protocol violation or impossible negotiation, or more than
+ * ISCSI_LOGIN_RSP_MAX Login Responses), -ETIMEDOUT (no answer within
+ * timeout_ms, or the login not over by cfg->deadline_ms), -ECANCELED (the
+ * calling thread's cancel token fired, cancel.h), or the transport's
+ * error.  Secrets never appear in err or in the log.
  */
 int iscsi_login(struct iscsi_transport *t, const struct iscsi_login_config *cfg,
 		struct iscsi_login_result *res, char *err, size_t err_cap);
@@ -76,8 +92,9 @@ int iscsi_login(struct iscsi_transport *t, const struct iscsi_login_config *cfg,
 bool iscsi_login_chap_retry(struct iscsi_login_config *cfg, const struct iscsi_login_result *res);
 
 /*
- * Connect through ops (ctx as for ops->connect) to host:port within
- * cfg->timeout_ms and log in with cfg (RFC 7143 §6); when the target
+ * Connect through ops (ctx as for ops->connect) to host:port and log in
+ * with cfg (RFC 7143 §6), all of it within cfg->timeout_ms (or by
+ * cfg->deadline_ms when that is set); when the target
  * refused the answer to CHAP_A=7 (iscsi_login_chap_retry narrows
  * cfg->chap_algs), connect and log in once more.  On success *out is the
  * connected transport, not started, owned by the caller.  Returns 0, or

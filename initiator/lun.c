@@ -73,7 +73,7 @@ int iscsi_report_luns(struct iscsi_session *s, void *buf, size_t buflen, uint16_
 	size_t cap = buflen > 65536 ? 65536 : buflen, total = 0;
 	/* Start small: some targets (istgt) fail allocation lengths above their own buffer. */
 	uint32_t len = cap > 4096 ? 4096 : (uint32_t)cap, got;
-	for (;;) {
+	for (int round = 1;; round++) {
 		int rc = run(s, 0, cdb, scsi_cdb_report_luns(cdb, len), buf, len, &got);
 		if (rc)
 			return rc;
@@ -81,7 +81,8 @@ int iscsi_report_luns(struct iscsi_session *s, void *buf, size_t buflen, uint16_
 		if (rc)
 			return rc;
 		size_t need = 8 + total * 8;
-		if (need <= len || len >= cap || *count >= max)
+		/* a list that keeps growing by a few entries is not chased one command at a time */
+		if (need <= len || len >= cap || *count >= max || round == ISCSI_REPORT_LUNS_ROUNDS)
 			break;
 		len = (uint32_t)(need < cap ? need : cap);
 	}

@@ -36,9 +36,13 @@ struct iscsi_lun_info {
 /*
  * REPORT LUNS (SPC-4 §6.33) into luns[] (up to max, sorted as the target
  * sent them), *count set.  buf is a scratch payload buffer of buflen bytes
- * (>= 4096).  Returns 0 or a negative errno (status/sense mapped by
- * scsi_status_to_errno).
+ * (>= 4096).  A list longer than the first allocation length (4096
+ * bytes) is read again once with the length it needs (at most 64 KiB):
+ * ISCSI_REPORT_LUNS_ROUNDS commands at most, however the target's
+ * LUN LIST LENGTH grows.  Returns 0 or a negative errno (status/sense
+ * mapped by scsi_status_to_errno).
  */
+#define ISCSI_REPORT_LUNS_ROUNDS 2
 int iscsi_report_luns(struct iscsi_session *s, void *buf, size_t buflen, uint16_t *luns, size_t max, size_t *count);
 
 /*

@@ -14,8 +14,10 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "be.h"
+#include "cancel.h"
 #include "latency.h"
 #include "log.h"
 
@@ -24,6 +26,8 @@
 #define RECONNECT_BASE_MS 250
 #define RECONNECT_MAX_MS 1000
 #define RENEGOTIATE_MIN_MS 30000 /* AsyncEvent 4 again sooner after its relogin: ignored */
+/* Most seconds a target's Time2Wait, Time2Retain or logout delay is taken for (target_secs_ms). */
+#define TARGET_SECS_MAX 60
 #define BURST_PDUS_PER_FILL 8
 #define NOP_DATA_MAX 4096
 #define LOGIN_CMDSN 1 /* CmdSN of every login request (a new session each time, §6.3.5) */
@@ -87,6 +91,9 @@ struct iscsi_session {
 	bool rec_started;
 	pthread_cond_t rec_cv;      /* state became SS_DOWN, or closing */
 	bool closing;               /* iscsi_session_close has begun: recovery stops */
+	int cancel_fd;              /* fired with closing: ends the recovery thread's connect or login (cancel.h) */
+	int64_t stop_by_ms;         /* iscsi_session_stopping: the replacement deadline is no later (0: none) */
+	int64_t attempt_deadline_ms; /* the recovery thread's connect and login end by then (0: none running) */
 	bool fail_fast;             /* down for longer than replacement_timeout_ms */
 	int64_t lost_ms;            /* when the connection was lost (0: up) */
 	int lost_err;               /* why */
@@ -104,12 +111,23 @@ struct iscsi_session {
 	struct task *tx_head, *tx_tail;   /* something to send */
 	unsigned outstanding, worker_outstanding;
 
-	/* NOP-Out answering a NOP-In (§11.19: TTT != 0xffffffff asks for one) */
+	/*
+	 * NOP-Out answering a NOP-In (§11.19: TTT != 0xffffffff asks for one).
+	 * The echoed data lives in one of two buffers: one may still be being
+	 * written by the transport (busy until tx_done), so a ping arriving
+	 * meanwhile never changes bytes (or their data digest) under a send.
+	 * A reply not yet sent is replaced by a newer ping's; with both buffers
+	 * busy a ping goes unanswered.
+	 */
 	bool nop_reply;
 	uint32_t nop_ttt;
 	uint64_t nop_lun;
 	uint32_t nop_dlen;
-	uint8_t nop_data[NOP_DATA_MAX];
+	unsigned nop_next;          /* buffer holding the reply to send (when nop_reply) */
+	struct nop_echo {
+		bool busy;              /* handed to the transport, no tx_done yet */
+		uint8_t data[NOP_DATA_MAX];
+	} nop_buf[2];
 
 	/* Keep-alive: NOP-Out pings with an ITT of their own (§11.18) */
 	int64_t last_rx_ms;
@@ -458,7 +476,12 @@ static int hook_tx_fill(void *arg, struct iscsi_tx_slot *slots, int max)
 		s->event_thread_known = true;
 	}
 	if (s->nop_reply && n < max) {
-		emit_nop_out(s, &slots[n++], ISCSI_RESERVED_TAG, s->nop_ttt, s->nop_lun, s->nop_dlen ? s->nop_data : NULL,
+		struct nop_echo *e = &s->nop_buf[s->nop_next];
+		if (s->nop_dlen) {
+			e->busy = true;
+			slots[n].owner = e; /* hook_tx_done frees it */
+		}
+		emit_nop_out(s, &slots[n++], ISCSI_RESERVED_TAG, s->nop_ttt, s->nop_lun, s->nop_dlen ? e->data : NULL,
 			     s->nop_dlen);
 		s->nop_reply = false;
 	}
@@ -811,10 +834,20 @@ struct async_sense {
 	struct scsi_sense sense;
 };
 
-/* Seconds from an Async Message parameter, capped so a hostile value cannot stall recovery. */
-static int64_t async_secs_ms(uint16_t secs)
+/*
+ * Milliseconds for a number of seconds a target asks us to wait (Time2Wait
+ * or Time2Retain of an Async Message or a Logout Response, §11.9.1,
+ * §11.15; the logout delay of AsyncEvent 1), capped at TARGET_SECS_MAX so
+ * a hostile value cannot park recovery.  Every such value goes through
+ * here.  what names it for the line logged when the cap applies.
+ */
+static int64_t target_secs_ms(uint32_t secs, const char *what)
 {
-	return (int64_t)(secs > 60 ? 60 : secs) * 1000;
+	if (secs > TARGET_SECS_MAX) {
+		log_warn("target asks to wait %u s (%s): taken as %d s", secs, what, TARGET_SECS_MAX);
+		secs = TARGET_SECS_MAX;
+	}
+	return (int64_t)secs * 1000;
 }
 
 /*
@@ -866,7 +899,7 @@ static int rx_async(struct iscsi_session *s, const struct iscsi_bhs *h, const ui
 			s->relogin_pending = true;
 			s->relogin_reason = renegotiate ? "a parameter renegotiation requested by the target"
 							: "a logout requested by the target";
-			s->relogin_deadline_ms = iscsi_now_ms() + async_secs_ms(secs);
+			s->relogin_deadline_ms = iscsi_now_ms() + target_secs_ms(secs, "logout delay");
 			if (renegotiate)
 				s->renegotiated_ms = iscsi_now_ms();
 		}
@@ -877,7 +910,8 @@ static int rx_async(struct iscsi_session *s, const struct iscsi_bhs *h, const ui
 			 h->u.async.event == 2 ? "connection" : "session", h->u.async.param2);
 		s->drop_reason = h->u.async.event == 2 ? "the target announced dropping the connection"
 						       : "the target announced dropping the session";
-		s->reconnect_delay_ms = async_secs_ms(h->u.async.param2);
+		s->reconnect_delay_ms = target_secs_ms(h->u.async.param2, "Time2Wait");
+		(void)target_secs_ms(h->u.async.param3, "Time2Retain"); /* ERL 0: nothing is retained */
 		return -ECONNRESET;
 	default:
 		log_warn("target sent asynchronous event %u (vcode %u): ignored", h->u.async.event, h->u.async.vcode);
@@ -932,13 +966,20 @@ static int hook_rx_pdu(void *arg, const uint8_t *bhs, const uint8_t *data, uint3
 			update_statsn(s, h.u.nop.statsn);
 		}
 		if (h.u.nop.ttt != ISCSI_RESERVED_TAG) {
-			/* The target asks for a NOP-Out echoing its ping data (§11.19). */
+			/* The target asks for a NOP-Out echoing its ping data (§11.19), into a buffer not being sent. */
+			int b = s->nop_reply ? (int)s->nop_next : !s->nop_buf[0].busy ? 0 : !s->nop_buf[1].busy ? 1 : -1;
+			if (b < 0) {
+				log_debug("NOP-In ping (TTT 0x%08x) while two answers are being sent: not answered",
+					  h.u.nop.ttt);
+				break;
+			}
 			s->nop_reply = true;
+			s->nop_next = (unsigned)b;
 			s->nop_ttt = h.u.nop.ttt;
 			s->nop_lun = h.lun;
 			s->nop_dlen = dlen < NOP_DATA_MAX ? dlen : NOP_DATA_MAX;
 			if (s->nop_dlen)
-				memcpy(s->nop_data, data, s->nop_dlen);
+				memcpy(s->nop_buf[b].data, data, s->nop_dlen);
 			kick = true;
 		}
 		break;
@@ -957,7 +998,8 @@ static int hook_rx_pdu(void *arg, const uint8_t *bhs, const uint8_t *data, uint3
 		if (s->logout_relogin) {
 			/* Logged out as the target asked: log in again after its Time2Wait. */
 			s->drop_reason = s->relogin_reason;
-			s->reconnect_delay_ms = (int64_t)h.u.logout.time2wait * 1000;
+			s->reconnect_delay_ms = target_secs_ms(h.u.logout.time2wait, "Time2Wait");
+			(void)target_secs_ms(h.u.logout.time2retain, "Time2Retain"); /* ERL 0: nothing is retained */
 			rc = -ECONNRESET;
 		}
 		break;
@@ -1001,6 +1043,10 @@ static void hook_tx_done(void *arg, const struct iscsi_tx_slot *slots, int n)
 	int ndone = 0;
 	pthread_mutex_lock(&s->lock);
 	for (int i = 0; i < n; i++) {
+		if (slots[i].owner == &s->nop_buf[0] || slots[i].owner == &s->nop_buf[1]) {
+			((struct nop_echo *)slots[i].owner)->busy = false;
+			continue;
+		}
 		struct task *t = slots[i].owner;
 		if (!t || !t->tx_pending)
 			continue;
@@ -1213,6 +1259,16 @@ static int hook_tick(void *arg, int64_t now)
 	return rc;
 }
 
+static bool hook_task_owns(void *arg, uint32_t itt, const void *buf, uint32_t len)
+{
+	struct iscsi_session *s = arg;
+	pthread_mutex_lock(&s->lock);
+	struct task *t = task_lookup(s, itt);
+	bool owns = t && t->cmd.buf == buf && t->cmd.len >= len;
+	pthread_mutex_unlock(&s->lock);
+	return owns;
+}
+
 static const struct iscsi_transport_hooks session_hooks = {
 	.tick = hook_tick,
 	.tx_done = hook_tx_done,
@@ -1220,6 +1276,7 @@ static const struct iscsi_transport_hooks session_hooks = {
 	.rx_data_dest = hook_rx_data_dest,
 	.rx_pdu = hook_rx_pdu,
 	.conn_lost = hook_conn_lost,
+	.task_owns = hook_task_owns,
 };
 
 /* ---- connecting, and recovery (ERL 0) ---- */
@@ -1244,7 +1301,7 @@ static void session_wipe_creds(struct iscsi_session *s)
  * every later login.  On success *out is the connected transport, not
  * started.  Called only where no event thread runs (open, recovery).
  */
-static int connect_login(struct iscsi_session *s, int timeout_ms, struct iscsi_transport **out,
+static int connect_login(struct iscsi_session *s, int timeout_ms, int64_t deadline_ms, struct iscsi_transport **out,
 			 struct iscsi_login_result *lr, char *err, size_t err_cap)
 {
 	const struct iscsi_session_config *cfg = &s->cfg;
@@ -1259,6 +1316,7 @@ static int connect_login(struct iscsi_session *s, int timeout_ms, struct iscsi_t
 	lc.cmdsn = LOGIN_CMDSN;
 	lc.neg = cfg->neg;
 	lc.timeout_ms = timeout_ms;
+	lc.deadline_ms = deadline_ms; /* every hop and CHAP retry within it */
 	memcpy(lc.chap_algs, s->chap_algs, sizeof(lc.chap_algs));
 	memcpy(lc.chap_user, cfg->chap_user, sizeof(lc.chap_user));
 	memcpy(lc.chap_secret, cfg->chap_secret, sizeof(lc.chap_secret));
@@ -1267,6 +1325,8 @@ static int connect_login(struct iscsi_session *s, int timeout_ms, struct iscsi_t
 
 	struct iscsi_transport *t = NULL;
 	int rc = 0;
+	if (!lc.deadline_ms)
+		lc.deadline_ms = iscsi_now_ms() + timeout_ms;
 	for (unsigned hop = 0;; hop++) {
 		rc = iscsi_connect_login(cfg->transport, cfg->transport_ctx, host, port, &lc, lr, &t, err, err_cap);
 		memcpy(s->chap_algs, lc.chap_algs, sizeof(s->chap_algs)); /* a narrowed CHAP_A offer is kept */
@@ -1327,6 +1387,7 @@ static void adopt_login(struct iscsi_session *s, struct iscsi_transport *t, cons
 	s->expstatsn = lr->expstatsn;
 	s->last_rx_ms = iscsi_now_ms();
 	s->ping_want = s->ping_sent = s->nop_reply = false;
+	s->nop_buf[0].busy = s->nop_buf[1].busy = false; /* the old connection is gone, and its sends */
 	s->tmf_want = s->tmf_sent = false;
 	s->event_thread_known = false;
 }
@@ -1392,9 +1453,16 @@ static unsigned requeue_parked(struct iscsi_session *s)
  * -ETIMEDOUT and new ones with -ENOTCONN until the session is back.  Lock
  * held (dropped around callbacks).
  */
+/* When pending commands fail: replacement_timeout_ms after the loss, or the stop grace if sooner.  Lock held. */
+static int64_t replacement_deadline(const struct iscsi_session *s)
+{
+	int64_t d = s->lost_ms + s->cfg.replacement_timeout_ms;
+	return s->stop_by_ms && s->stop_by_ms < d ? s->stop_by_ms : d;
+}
+
 static void check_replacement(struct iscsi_session *s, int64_t now)
 {
-	if (s->fail_fast || now - s->lost_ms < s->cfg.replacement_timeout_ms)
+	if (s->fail_fast || now < replacement_deadline(s))
 		return;
 	s->fail_fast = true;
 	pthread_cond_broadcast(&s->slot_cv);
@@ -1414,8 +1482,8 @@ static void recovery_wait(struct iscsi_session *s, int64_t until)
 		if (s->closing || now >= until)
 			return;
 		int64_t wake = until;
-		if (!s->fail_fast && s->lost_ms + s->cfg.replacement_timeout_ms < wake)
-			wake = s->lost_ms + s->cfg.replacement_timeout_ms;
+		if (!s->fail_fast && replacement_deadline(s) < wake)
+			wake = replacement_deadline(s);
 		int64_t ms = wake - now;
 		if (ms < 1)
 			ms = 1;
@@ -1445,15 +1513,37 @@ static void recover(struct iscsi_session *s)
 	int timeout_ms = s->cfg.timeout_ms > 0 ? s->cfg.timeout_ms : 15000;
 
 	s->reconnect_delay_ms = 0;
+	/* A Time2Wait that would outlast half the replacement timeout would fail I/O a target serves again. */
+	if (first > s->cfg.replacement_timeout_ms / 2 && !s->fail_fast) {
+		log_warn("reconnecting after %d ms instead of the target's Time2Wait (%lld ms): half the replacement "
+			 "timeout", s->cfg.replacement_timeout_ms / 2, (long long)first);
+		first = s->cfg.replacement_timeout_ms / 2;
+	}
 	for (;;) {
 		recovery_wait(s, iscsi_now_ms() + (attempts ? delay : first));
 		if (s->closing)
 			return;
+		/*
+		 * The whole connect and login ends within the login timeout and,
+		 * until it passed, by the replacement deadline: recovery_wait then
+		 * fails the I/O on time however the target stalls the login.
+		 */
+		int64_t deadline = iscsi_now_ms() + timeout_ms;
+		if (!s->fail_fast && replacement_deadline(s) < deadline)
+			deadline = replacement_deadline(s);
+		s->attempt_deadline_ms = deadline;
 		pthread_mutex_unlock(&s->lock);
 		attempts++;
 		err[0] = '\0';
-		int rc = connect_login(s, timeout_ms, &nt, &lr, err, sizeof(err));
+		int rc = connect_login(s, timeout_ms, deadline, &nt, &lr, err, sizeof(err));
 		pthread_mutex_lock(&s->lock);
+		s->attempt_deadline_ms = 0;
+		if (!s->closing) {
+			/* iscsi_session_stopping may have cut this attempt short: re-arm the token for the next */
+			uint64_t v;
+			if (read(s->cancel_fd, &v, sizeof(v)) == sizeof(v))
+				log_debug("reconnect attempt %u cancelled: the daemon is stopping", attempts);
+		}
 		if (rc == 0)
 			break;
 		log_debug("reconnect attempt %u to %s:%u: %s", attempts, s->cfg.host, s->cfg.port, err);
@@ -1504,6 +1594,7 @@ static void recover(struct iscsi_session *s)
 static void *recovery_thread(void *arg)
 {
 	struct iscsi_session *s = arg;
+	iscsi_cancel_bind(s->cancel_fd); /* iscsi_session_close ends a connect or login in progress */
 	pthread_mutex_lock(&s->lock);
 	for (;;) {
 		while (!s->closing && s->state != SS_DOWN)
@@ -1534,6 +1625,8 @@ static void session_free(struct iscsi_session *s)
 	session_wipe_creds(s);
 	free(s->sorted);
 	free(s->tasks);
+	if (s->cancel_fd >= 0)
+		close(s->cancel_fd);
 	pthread_mutex_destroy(&s->lock);
 	pthread_cond_destroy(&s->slot_cv);
 	pthread_cond_destroy(&s->state_cv);
@@ -1550,6 +1643,7 @@ int iscsi_session_open(const struct iscsi_session_config *cfg, struct iscsi_sess
 		return -ENOMEM;
 	}
 	s->cfg = *cfg;
+	s->cancel_fd = -1;
 	unsigned qd = cfg->queue_depth ? cfg->queue_depth : 128;
 	if (qd > 4096)
 		qd = 4096;
@@ -1563,7 +1657,8 @@ int iscsi_session_open(const struct iscsi_session_config *cfg, struct iscsi_sess
 	pthread_cond_init(&s->slot_cv, NULL);
 	pthread_cond_init(&s->state_cv, NULL);
 	pthread_cond_init(&s->rec_cv, NULL);
-	if (!s->tasks || !s->sorted) {
+	s->cancel_fd = iscsi_cancel_new();
+	if (!s->tasks || !s->sorted || s->cancel_fd < 0) {
 		session_free(s);
 		snprintf(err, err_cap, "out of memory");
 		return -ENOMEM;
@@ -1581,7 +1676,7 @@ int iscsi_session_open(const struct iscsi_session_config *cfg, struct iscsi_sess
 	int rc;
 	/* A busy target gets a few more tries with back-off (0.25, 0.5, 1, 2 s), as in recovery. */
 	for (int64_t delay = RECONNECT_BASE_MS;; delay *= 2) {
-		rc = connect_login(s, cfg->timeout_ms, &t, &lr, err, err_cap);
+		rc = connect_login(s, cfg->timeout_ms, 0, &t, &lr, err, err_cap);
 		if (rc == 0 || !login_busy(&lr) || delay > 2000)
 			break;
 		log_warn("%s: retrying in %lld ms", err, (long long)delay);
@@ -1767,6 +1862,18 @@ int iscsi_session_drain(struct iscsi_session *s, int timeout_ms)
 	return rc;
 }
 
+void iscsi_session_stopping(struct iscsi_session *s, int grace_ms)
+{
+	pthread_mutex_lock(&s->lock);
+	int64_t by = iscsi_now_ms() + (grace_ms > 0 ? grace_ms : 0);
+	if (!s->stop_by_ms || by < s->stop_by_ms)
+		s->stop_by_ms = by;
+	if (s->attempt_deadline_ms > s->stop_by_ms && !s->closing)
+		iscsi_cancel_fire(s->cancel_fd); /* recover() re-arms it and tries again by stop_by_ms */
+	pthread_cond_broadcast(&s->rec_cv);
+	pthread_mutex_unlock(&s->lock);
+}
+
 void iscsi_session_close(struct iscsi_session *s, int timeout_ms)
 {
 	struct timespec dl;
@@ -1775,8 +1882,9 @@ void iscsi_session_close(struct iscsi_session *s, int timeout_ms)
 	while (s->state != SS_CLOSED && !s->fail_fast && s->outstanding > 0)
 		if (pthread_cond_timedwait(&s->state_cv, &s->lock, &dl) == ETIMEDOUT)
 			break;
-	/* No more recovery: the recovery thread ends after the attempt in progress. */
+	/* No more recovery: a connect or login in progress ends at once (-ECANCELED). */
 	s->closing = true;
+	iscsi_cancel_fire(s->cancel_fd);
 	pthread_cond_broadcast(&s->rec_cv);
 	pthread_cond_broadcast(&s->slot_cv);
 	pthread_mutex_unlock(&s->lock);

@@ -148,6 +148,19 @@ void iscsi_session_get_stats(struct iscsi_session *s, struct iscsi_session_stats
 void iscsi_session_get_latency(struct iscsi_session *s, uint64_t out[LAT_BUCKETS]);
 
 /*
+ * The caller is stopping (unmount, SIGTERM): from now on the replacement
+ * timeout is at most grace_ms away.  A session that is down, or goes down
+ * later, is still recovered until then (so a target back within the grace
+ * gets its flushes); after it, commands pending and new fail as at the
+ * replacement timeout (-ETIMEDOUT, then -ENOTCONN), so that drain, the
+ * final SYNCHRONIZE CACHE and close end within grace_ms plus a few
+ * seconds however the target behaves.  A connect or login in progress
+ * whose deadline lies beyond is cancelled and tried again within the
+ * grace.  Any thread; idempotent (the earliest grace holds).
+ */
+void iscsi_session_stopping(struct iscsi_session *s, int grace_ms);
+
+/*
  * Wait up to timeout_ms for every outstanding command to complete.
  * Returns 0, or -ETIMEDOUT with commands still outstanding.
  */
@@ -155,7 +168,7 @@ int iscsi_session_drain(struct iscsi_session *s, int timeout_ms);
 
 /*
  * Wait for outstanding commands (up to timeout_ms), stop the recovery
- * thread (waiting for a connect or login in progress to end), send Logout
+ * thread (a connect or login in progress ends at once), send Logout
  * (reason 0, close the session, §11.14) if connected, shut the transport
  * down and free everything.  Commands still outstanding complete with err
  * -ECONNABORTED.

@@ -39,6 +39,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "cancel.h"
 #include "crc32c.h"
 #include "evthread.h"
 #include "log.h"
@@ -97,11 +98,11 @@ static int wait_fd(int fd, short events, int64_t deadline)
 		if (left <= 0)
 			return -ETIMEDOUT;
 		struct pollfd p = {.fd = fd, .events = events};
-		int r = poll(&p, 1, (int)(left > INT_MAX ? INT_MAX : left));
+		int r = iscsi_poll_cancellable(&p, 1, (int)(left > INT_MAX ? INT_MAX : left));
 		if (r > 0)
 			return 0;
-		if (r < 0 && errno != EINTR)
-			return -errno;
+		if (r < 0)
+			return r; /* -ECANCELED: the thread's cancel token fired (cancel.h) */
 	}
 }
 

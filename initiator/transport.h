@@ -69,6 +69,14 @@ struct iscsi_transport_hooks {
 	 * errno: the transport then drops the connection.
 	 */
 	int (*tick)(void *sess, int64_t now_ms);
+	/*
+	 * Whether the command with this ITT is still outstanding with its
+	 * buffer at buf (at least len bytes): a transport that copies data into
+	 * the buffer itself (iSER bounce slots) asks before every copy, so a
+	 * late or forged response for an ITT that ended (Reject, ABORT TASK, a
+	 * re-issue under a new ITT) never writes into a buffer handed back.
+	 */
+	bool (*task_owns)(void *sess, uint32_t itt, const void *buf, uint32_t len);
 };
 
 #define ISCSI_TICK_MS 1000

@@ -5,10 +5,17 @@
 # of its seed corpus for a bounded time.
 #
 #   tests/fuzz/run.sh NAME [SECONDS]
+#   tests/fuzz/run.sh long [SECONDS]
 #
-# NAME is pdu, text, sense, vpd or url (tests/fuzz/fuzz_NAME.c, seeds in
-# tests/fuzz/corpus/NAME/, libFuzzer dictionary tests/fuzz/NAME.dict if
+# NAME is pdu, text, sense, vpd, url or login (tests/fuzz/fuzz_NAME.c, seeds
+# in tests/fuzz/corpus/NAME/, libFuzzer dictionary tests/fuzz/NAME.dict if
 # any).  SECONDS defaults to $FUZZ_SECONDS, else 30.
+#
+# `long` is for runs outside CI: every harness in turn for SECONDS each
+# (default $FUZZ_SECONDS, else 3600), with FUZZ_OUT defaulting to
+# build-fuzz/ at the repository root and the grown corpus kept there from
+# run to run (FUZZ_RESUME=1: the seeds are added to it, not replacing it).
+# Exit status 1 if any harness found something; a summary line per harness.
 # The harness, the grown corpus, the log and any crashing input go to
 # $FUZZ_OUT/NAME when FUZZ_OUT is set (kept), else to a temporary directory
 # (removed, except when something was found).  FUZZ_CC overrides the compiler
@@ -20,26 +27,47 @@
 # no libFuzzer runtime.  The last line is "fuzz NAME: N executions, C crashes".
 set -uo pipefail
 
+harnesses=(pdu text sense vpd url login)
+
 usage() {
-	echo "usage: $0 pdu|text|sense|vpd|url [SECONDS]" >&2
+	echo "usage: $0 pdu|text|sense|vpd|url|login|long [SECONDS]" >&2
 	exit 2
 }
 
 [[ $# -ge 1 && $# -le 2 ]] || usage
 name=$1
+if [[ $name == long ]]; then
+	secs=${2:-${FUZZ_SECONDS:-3600}}
+	[[ $secs =~ ^[0-9]+$ && $secs -gt 0 ]] || usage
+	top=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
+	export FUZZ_OUT=${FUZZ_OUT:-$top/build-fuzz} FUZZ_RESUME=1
+	status=0
+	summary=()
+	for h in "${harnesses[@]}"; do
+		rc=0
+		out=$(bash "${BASH_SOURCE[0]}" "$h" "$secs" 2>&1 | tee /dev/stderr | tail -n 1) || rc=$?
+		((rc == 0 || rc == 77)) || status=1
+		summary+=("$out (exit $rc)")
+	done
+	printf '%s\n' "${summary[@]}"
+	exit "$status"
+fi
 seconds=${2:-${FUZZ_SECONDS:-30}}
 [[ $seconds =~ ^[0-9]+$ && $seconds -gt 0 ]] || usage
 
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 root=$(cd "$here/../.." && pwd)
 
-# The pure sources each harness needs, relative to the repository root.
+# The pure sources each harness needs, relative to the repository root, and libraries.
+libs=()
 case $name in
 pdu) sources=(initiator/pdu.c) ;;
 text) sources=(initiator/text.c) ;;
 sense) sources=(initiator/scsi.c initiator/scsi_errno.c) ;;
 vpd) sources=(initiator/scsi.c) ;;
 url) sources=(initiator/url.c) ;;
+login) sources=(initiator/login.c initiator/text.c initiator/chap.c initiator/pdu.c initiator/log.c
+	initiator/cancel.c) libs=(-lnettle) ;;
 *) usage ;;
 esac
 
@@ -80,7 +108,7 @@ srcs=("$here/fuzz_$name.c")
 for s in "${sources[@]}"; do
 	srcs+=("$root/$s")
 done
-if ! "$cc" "${cflags[@]}" "${srcs[@]}" -o "$bin" 2>"$work/build.log"; then
+if ! "$cc" "${cflags[@]}" "${srcs[@]}" "${libs[@]}" -o "$bin" 2>"$work/build.log"; then
 	# Is it the harness, or a compiler without the libFuzzer runtime?
 	probe=$work/probe
 	printf '%s\n' '#include <stddef.h>' '#include <stdint.h>' \
@@ -101,7 +129,11 @@ fi
 
 corpus=$work/corpus
 artifacts=$work/artifacts
-rm -rf "$corpus" "$artifacts"
+if [[ ${FUZZ_RESUME:-0} == 1 ]]; then
+	rm -rf "$artifacts" # the grown corpus stays: seeds are added to it
+else
+	rm -rf "$corpus" "$artifacts"
+fi
 mkdir -p "$corpus" "$artifacts"
 if [[ -d $here/corpus/$name ]]; then
 	cp -- "$here/corpus/$name"/* "$corpus"/ 2>/dev/null

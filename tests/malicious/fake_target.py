@@ -5,7 +5,8 @@
     fake_target.py --port PORT [--misbehave NAME [--always]] [--log FILE]
     fake_target.py --dump OFFSET LENGTH     the disk's initial bytes, to stdout
     fake_target.py --list                   the misbehaviours, one per line
-    fake_target.py --trigger NAME           what sets NAME off: login, probe, read, write
+    fake_target.py --trigger NAME           what sets NAME off: login, probe, read, write,
+                                            nop (the first NOP-Out ping), seek (GET LBA STATUS)
 
 It listens on 127.0.0.1:PORT and serves one target, IQN below, with one
 disk LUN 1 of 1 MiB in 512-byte blocks, held in memory and filled with a
@@ -86,6 +87,7 @@ TRIGGER = {
     "login_wrong_itt": "login",
     "login_no_tsih": "login",
     "login_silent": "login",
+    "login_empty_continue": "login",  # the mount's operational stage answered with empty C=1 responses, for ever
     "capacity_overflow": "probe",
     "no_response": "read",        # the READ is never answered: cmd_timeout, then ABORT TASK
     "tmf_ignored": "read",        # neither the READ nor task management is answered
@@ -98,12 +100,37 @@ TRIGGER = {
     "async_logout": "read",                # Async Message: target requests logout (AsyncEvent 1)
     "async_drop_connection": "read",       # Async Message: target will drop the connection (AsyncEvent 2)
     "async_renegotiate": "read",           # Async Message: target requests parameter negotiation (AsyncEvent 4)
+    # Hostile loops and waits during recovery (see RECOVERY_LOGIN): the trigger drops the
+    # connection, and the initiator's later logins meet a target that never finishes them.
+    "recovery_login_empty_continue": "read",      # empty C=1 Login Responses, as fast as asked, for 8 s
+    "recovery_login_empty_continue_nop": "nop",   # the same from the first NOP-Out ping on, for ever
+    "recovery_login_slow_continue": "read",       # one empty C=1 Login Response every 0.5 s, for ever
+    "recovery_login_silent": "read",              # later logins never answered (connection kept open)
+    "recovery_login_empty_continue_stop": "read", # empty C=1 Login Responses for ever; SIGTERM meanwhile
+    "logout_time2wait_max": "read",               # AsyncEvent 1, then a Logout Response with Time2Wait 65535
+    # Target-driven walks: GET LBA STATUS (LBPME set) answers one deallocated block at a time.
+    "lba_status_one_block": "seek",
+    # REPORT LUNS whose LUN LIST LENGTH always claims 8 bytes more than was asked for.
+    "report_luns_growth": "probe",
+    # Every write, from the first on, is asked for its first burst again and again (legal R2Ts, no end).
+    "r2t_repeat_storm": "write",
+}
+
+# What the later logins meet after a recovery_login_* trigger: mode, and until when
+# (time.monotonic(); None: for ever).  Only the operational stage misbehaves.
+RECOVERY_LOGIN = {
+    "recovery_login_empty_continue": ("empty", 8.0),
+    "recovery_login_empty_continue_nop": ("empty", None),
+    "recovery_login_slow_continue": ("slow", None),
+    "recovery_login_silent": ("silent", None),
+    "recovery_login_empty_continue_stop": ("empty", None),
 }
 
 # Shared by the connections of one run: the second portal's port, and
 # whether a redirection happened (so the redirected session's first READ
 # drops the connection, which makes the initiator log in again).
-STATE = {"port2": 0, "redirected": "", "dropped_after_redirect": False}
+STATE = {"port2": 0, "redirected": "", "dropped_after_redirect": False,
+         "bad_login": "", "bad_login_until": None, "time2wait": 0, "lba_status_cmds": 0}
 
 # Misbehaviours left out of --list (and so of the suite).
 GAPS = {}
@@ -255,6 +282,11 @@ class Conn:
                 while self.s.recv(65536):
                     pass
                 raise Closed()
+            if csg == 1 and self.mis == "login_empty_continue" and self.fire("login"):
+                STATE["bad_login"] = "empty"
+            if csg == 1 and self.bad_login_mode():
+                self.bad_login(itt, isid_tsih, csg)
+                raise Closed()
             if self.mis == "login_huge_text" and csg == 1:
                 # Text continues (C bit) for ever, 8 KiB at a time.
                 huge_sent += 1
@@ -304,6 +336,35 @@ class Conn:
                 raise Closed()
             if final:
                 self.expcmdsn = cmdsn
+                return
+
+    @staticmethod
+    def bad_login_mode():
+        mode, until = STATE["bad_login"], STATE["bad_login_until"]
+        if mode and until is not None and time.monotonic() >= until:
+            log("recovery logins: behaving again")
+            STATE["bad_login"] = mode = ""
+        return mode
+
+    def bad_login(self, itt, isid_tsih, csg):
+        """Answer this login for as long as the initiator keeps it open, never finishing it."""
+        mode = STATE["bad_login"]
+        log("login during recovery: %s" % mode)
+        if mode == "silent":
+            while self.s.recv(65536):
+                pass
+            return
+        n = 0
+        while True:
+            if mode == "slow":
+                time.sleep(0.5)
+            self.login_rsp(itt, isid_tsih, False, True, csg, 0, 0, b"", (0, 0))
+            n += 1
+            if n % 100000 == 0:
+                log("%d empty Login Responses with C=1 on this connection" % n)
+            h, _ = self.recv_pdu()
+            if h[0] & 0x3F != OP_LOGIN_REQ:
+                log("expected a Login Request, got opcode 0x%02x" % (h[0] & 0x3F))
                 return
 
     def login_rsp(self, itt, isid_tsih, transit, cont, csg, nsg, tsih, text, status):
@@ -367,6 +428,9 @@ class Conn:
             elif op == OP_DATA_OUT:
                 self.data_out(h, data)
             elif op == OP_NOP_OUT:
+                if itt != RESERVED and self.fire("nop"):
+                    self.start_bad_logins()
+                    raise Closed()
                 ttt = int.from_bytes(h[20:24], "big")
                 if itt == RESERVED and ttt != RESERVED:
                     want = self.pings.pop(ttt, None)
@@ -381,6 +445,11 @@ class Conn:
             elif op == OP_LOGOUT_REQ:
                 r = bhs(OP_LOGOUT_RSP, 0x80, 0, 0, itt)
                 self.sn_fields(r)
+                if STATE["time2wait"]:
+                    r[40:42] = STATE["time2wait"].to_bytes(2, "big")  # Time2Wait
+                    r[42:44] = (65535).to_bytes(2, "big")             # Time2Retain
+                    log("Logout Response with Time2Wait %d" % STATE["time2wait"])
+                    STATE["time2wait"] = 0
                 self.send(r)
                 log("logout")
                 raise Closed()
@@ -388,11 +457,19 @@ class Conn:
                 log("ignoring task management function %d" % (h[1] & 0x7F))
             elif op == OP_TMF_REQ:
                 log("task management function %d: function complete" % (h[1] & 0x7F))
+                if h[1] & 0x7F == 1:  # ABORT TASK: the referenced task is gone
+                    self.writes.pop(int.from_bytes(h[20:24], "big"), None)
                 r = bhs(OP_TMF_RSP, 0x80, 0, 0, itt)
                 self.sn_fields(r)
                 self.send(r)
             else:
                 log("ignoring opcode 0x%02x" % op)
+
+    def start_bad_logins(self):
+        mode, secs = RECOVERY_LOGIN[self.mis]
+        STATE["bad_login"] = mode
+        STATE["bad_login_until"] = None if secs is None else time.monotonic() + secs
+        log("dropping the connection; later logins: %s%s" % (mode, "" if secs is None else " for %g s" % secs))
 
     def fire(self, kind):
         if self.trigger == kind and not self.fired:
@@ -461,6 +538,10 @@ class Conn:
         if op == 0xA0:  # REPORT LUNS
             body = (8).to_bytes(4, "big") + bytes(4) + lun_field(LUN_ID).to_bytes(8, "big")
             alloc = int.from_bytes(cdb[6:10], "big")
+            if self.mis == "report_luns_growth":
+                STATE["report_luns"] = STATE.get("report_luns", 0) + 1
+                log("REPORT LUNS #%d (allocation length %d)" % (STATE["report_luns"], alloc))
+                body = alloc.to_bytes(4, "big") + body[4:]  # the list "needs" alloc + 8 bytes
             self.send_read_data(itt, lun, edtl, body[:alloc])
             return
         if lun != lun_field(LUN_ID):
@@ -499,8 +580,19 @@ class Conn:
                 last = (1 << 56) - 1  # 2^56 blocks of 512 bytes: 2^65 bytes
             body[0:8] = last.to_bytes(8, "big")
             body[8:12] = BLOCK.to_bytes(4, "big")
+            if self.mis == "lba_status_one_block":
+                body[14] = 0x80  # LBPME: GET LBA STATUS answers
             alloc = int.from_bytes(cdb[10:14], "big")
             self.send_read_data(itt, lun, edtl, bytes(body)[:alloc])
+        elif op == 0x9E and (cdb[1] & 0x1F) == 0x12 and self.mis == "lba_status_one_block":  # GET LBA STATUS
+            # One descriptor of one deallocated block, however many were asked for.
+            self.fire("seek")
+            lba = int.from_bytes(cdb[2:10], "big")
+            STATE["lba_status_cmds"] += 1
+            log("GET LBA STATUS #%d (LBA %d)" % (STATE["lba_status_cmds"], lba))
+            body = (20).to_bytes(4, "big") + bytes(4) + lba.to_bytes(8, "big") + (1).to_bytes(4, "big") + \
+                bytes([1, 0, 0, 0])
+            self.send_read_data(itt, lun, edtl, body[:int.from_bytes(cdb[10:14], "big")])
         elif op == 0x25:  # READ CAPACITY(10)
             self.send_read_data(itt, lun, edtl, (len(self.disk) // BLOCK - 1).to_bytes(4, "big") + BLOCK.to_bytes(4, "big"))
         elif op == 0x1A:  # MODE SENSE(6)
@@ -590,6 +682,14 @@ class Conn:
         return h
 
     def write_progress(self, w):
+        if STATE.get("r2t_storm"):
+            STATE["r2ts"] = STATE.get("r2ts", 0) + 1
+            if STATE["r2ts"] % 50 == 1:
+                log("R2T storm: R2T #%d (ITT 0x%08x)" % (STATE["r2ts"], w["itt"]))
+            time.sleep(0.01)
+            w["burst_end"] = min(MAX_BURST, w["edtl"])
+            self.send_r2t(w, 0, w["burst_end"])
+            return
         if w["got"] >= w["edtl"]:
             lba = w["lba"]
             self.disk[lba * BLOCK:lba * BLOCK + w["edtl"]] = w["buf"][:w["edtl"]]
@@ -619,6 +719,10 @@ class Conn:
         if m == "r2t_small_bursts":
             # Legal: one R2T at a time for 3000 bytes each (odd offsets).
             w["burst"] = 3000
+            self.write_progress(w)
+            return
+        if m == "r2t_repeat_storm":
+            STATE["r2t_storm"] = True
             self.write_progress(w)
             return
         w["dead"] = True  # Data-Out for this write is swallowed
@@ -773,6 +877,18 @@ class Conn:
             h[42:44] = (3 if event == 1 else 0).to_bytes(2, "big")   # Parameter3: seconds to log out
             self.send(h)
             log("sent AsyncEvent %d" % event)
+            self.send_read_data(itt, lun, edtl, payload)
+        elif m in RECOVERY_LOGIN:
+            self.start_bad_logins()
+            raise Closed()
+        elif m == "logout_time2wait_max":
+            STATE["time2wait"] = 65535
+            h = bhs(OP_ASYNC, 0x80, 0, 0, RESERVED)
+            self.sn_fields(h)
+            h[36] = 1                                 # AsyncEvent 1: logout requested
+            h[42:44] = (1).to_bytes(2, "big")         # Parameter3: within 1 s
+            self.send(h)
+            log("sent AsyncEvent 1")
             self.send_read_data(itt, lun, edtl, payload)
         elif m == "no_response":
             log("not answering the READ")

@@ -123,18 +123,49 @@ declare -A expect=(
 	[login_wrong_itt]="no_mount -"
 	[login_no_tsih]="no_mount -"
 	[login_silent]="no_mount -"
+	[login_empty_continue]="no_mount -"
 	[capacity_overflow]="no_mount -"
+)
+# Hostile loops and waits, each checked against its bound (docs/design.md,
+# "Loops and waits a target drives"), by the block "bounded" below:
+#   outage BACK: the trigger drops the connection and the later logins never
+#       finish (fake_target.py RECOVERY_LOGIN): I/O fails with EIO within
+#       replacement_timeout (3 s) + 3 s, new I/O fails at once; with BACK=back
+#       the target behaves again after 8 s and a read then succeeds;
+#       otherwise fusermount3 -u ends the daemon within 3 s while recovery
+#       is still trying;
+#   stop: as outage, with replacement_timeout 60 s: SIGTERM while the read
+#       waits for the recovery ends the daemon within 8 s (a 5 s grace), the
+#       read failing, nothing left mounted;
+#   relogin: the Logout Response's Time2Wait 65535 is capped: a read after
+#       the logout succeeds before replacement_timeout (6 s) fails it;
+#   storm: with cmd_timeout 2 s, a write the target keeps asking R2Ts for
+#       is aborted and re-issued 5 times, then fails with EIO within
+#       6 x (cmd_timeout + 2 s); the session stays up and a read succeeds;
+#   luns: the mount takes at most 2 REPORT LUNS (4 with a rescan), and reads work;
+#   seek: one lseek(SEEK_DATA) costs at most 64 GET LBA STATUS round trips
+#       and reports data where the walk stopped.
+declare -A bounded=(
+	[recovery_login_empty_continue]="outage back"
+	[recovery_login_empty_continue_nop]="outage -"
+	[recovery_login_slow_continue]="outage -"
+	[recovery_login_silent]="outage -"
+	[recovery_login_empty_continue_stop]="stop -"
+	[logout_time2wait_max]="relogin -"
+	[lba_status_one_block]="seek -"
+	[report_luns_growth]="luns -"
+	[r2t_repeat_storm]="storm -"
 )
 always=''
 if [[ $scenario == *+always ]]; then
 	scenario=${scenario%+always}
 	always=--always
 fi
-if [[ -z ${expect[$scenario]:-} ]]; then
+if [[ -z ${expect[$scenario]:-} && -z ${bounded[$scenario]:-} ]]; then
 	echo "$0: unknown scenario $scenario" >&2
 	exit 2
 fi
-read -r want_io want_after <<<"${expect[$scenario]}"
+read -r want_io want_after <<<"${expect[$scenario]:-bounded -}"
 if [[ -n $always ]]; then
 	want_io=fail
 	want_after=failing
@@ -239,12 +270,20 @@ expected_bytes() {
 
 if [[ $want_io == no_mount ]]; then
 	rc=0
+	t0=$SECONDS
 	timeout -k 5 60 "$iserfuse" -o "initiator_name=$initiator" -o login_timeout=10 -o cmd_timeout=4 "$url" "$mnt" \
 		>"$work/daemon.out" 2>"$work/daemon.log" </dev/null || rc=$?
+	took=$((SECONDS - t0))
 	if ((rc == 1)); then
 		pass "mount fails with exit 1"
 	else
 		fail "mount fails with exit 1 (exit $rc)"
+	fi
+	# the whole login within login_timeout, however the target stretches it
+	if ((took <= 15)); then
+		pass "within login_timeout + 5 s (${took} s)"
+	else
+		fail "within login_timeout + 5 s (${took} s)"
 	fi
 	lines=$(wc -l <"$work/daemon.log")
 	if ((lines == 1)) && grep -q '^iserfuse: ' "$work/daemon.log"; then
@@ -259,6 +298,258 @@ if [[ $want_io == no_mount ]]; then
 		pass "nothing mounted"
 	fi
 	sanitizer_clean "$work/daemon.log"
+	finish
+fi
+
+# ---------------------------------------------------------------- bounded
+
+# elapsed_since T0: seconds (with decimals) since $EPOCHREALTIME was T0.
+elapsed_since() {
+	awk -v a="$1" -v b="$EPOCHREALTIME" 'BEGIN { printf "%.1f", b - a }'
+}
+
+# within LIMIT SECONDS: SECONDS (decimal) <= LIMIT.
+within() {
+	awk -v l="$1" -v s="$2" 'BEGIN { exit !(s <= l) }'
+}
+
+if [[ $want_io == bounded ]]; then
+	read -r kind back <<<"${bounded[$scenario]}"
+	rt=3
+	[[ $kind == relogin ]] && rt=6
+	[[ $kind == stop ]] && rt=60
+	ct=4
+	[[ $kind == storm ]] && ct=2
+	noop=5
+	[[ $trigger == nop ]] && noop=1
+	burl=$url
+	[[ $kind == luns ]] && burl=${url%/1} # every LUN: REPORT LUNS at the mount and in rescans
+	"$iserfuse" -f -o "initiator_name=$initiator" -o login_timeout=10 -o cmd_timeout=$ct -o noop_interval=$noop \
+		-o replacement_timeout=$rt "$burl" "$mnt" >"$work/daemon.out" 2>"$work/daemon.log" </dev/null &
+	daemon_pid=$!
+	up=0
+	for ((i = 0; i < 300; i++)); do
+		if is_mounted "$mnt" && [[ -e $mnt/lun1 ]]; then
+			up=1
+			break
+		fi
+		_targets_alive "$daemon_pid" || break
+		sleep 0.1
+	done
+	if ((up)); then
+		pass "mounted"
+	else
+		fail "mounted"
+		note "$work/daemon.log"
+		finish
+	fi
+	case $kind in
+	outage)
+		if [[ $trigger == nop ]]; then
+			for ((i = 0; i < 100; i++)); do
+				grep -q 'lost:' "$work/daemon.log" && break
+				sleep 0.1
+			done
+			check "the first NOP-Out ping dropped the connection" grep -q 'lost:' "$work/daemon.log"
+		fi
+		rc=0
+		t0=$EPOCHREALTIME
+		timeout -k 2 20 dd if="$mnt/lun1" of="$work/got" bs=65536 count=1 iflag=direct status=none \
+			2>"$work/dd.log" || rc=$?
+		took=$(elapsed_since "$t0")
+		if ((rc != 0 && rc != 124 && rc != 137)) && grep -q 'Input/output error' "$work/dd.log" &&
+			within $((rt + 3)) "$took"; then
+			pass "read fails with EIO within replacement_timeout + 3 s (${took} s)"
+		else
+			fail "read fails with EIO within replacement_timeout + 3 s (exit $rc after ${took} s)"
+			note "$work/dd.log"
+		fi
+		if [[ $back == back ]]; then
+			ok=0
+			t0=$EPOCHREALTIME
+			while within 20 "$(elapsed_since "$t0")"; do
+				if timeout -k 2 5 dd if="$mnt/lun1" of="$work/got2" bs=4096 skip=32 count=64 iflag=direct \
+					status=none 2>"$work/dd2.log"; then
+					ok=1
+					break
+				fi
+				sleep 0.5
+			done
+			expected_bytes 131072 262144 "$work/want2"
+			if ((ok)) && cmp -s "$work/got2" "$work/want2"; then
+				pass "a read succeeds once the target behaves ($(elapsed_since "$t0") s later)"
+			else
+				fail "a read succeeds once the target behaves"
+				note "$work/dd2.log"
+			fi
+			check "the session was reinstated" grep -q 'reinstated after' "$work/daemon.log"
+		else
+			rc=0
+			t0=$EPOCHREALTIME
+			timeout -k 2 10 dd if="$mnt/lun1" of="$work/got2" bs=4096 count=1 iflag=direct status=none \
+				2>"$work/dd2.log" || rc=$?
+			took=$(elapsed_since "$t0")
+			if ((rc != 0 && rc != 124 && rc != 137)) && within 2 "$took"; then
+				pass "new I/O fails at once while the target still misbehaves (${took} s)"
+			else
+				fail "new I/O fails at once while the target still misbehaves (exit $rc after ${took} s)"
+			fi
+		fi
+		;;
+	stop)
+		timeout -k 2 60 dd if="$mnt/lun1" of="$work/got" bs=65536 count=1 iflag=direct status=none \
+			2>"$work/dd.log" &
+		dd_pid=$!
+		for ((i = 0; i < 100; i++)); do
+			grep -q 'lost:' "$work/daemon.log" && break
+			sleep 0.1
+		done
+		check "the read dropped the connection" grep -q 'lost:' "$work/daemon.log"
+		sleep 1
+		t0=$EPOCHREALTIME
+		kill -TERM "$daemon_pid"
+		if _targets_wait_gone "$daemon_pid" 20; then
+			took=$(elapsed_since "$t0")
+			drc=0
+			wait "$daemon_pid" 2>/dev/null || drc=$?
+			daemon_pid=''
+			if within 8 "$took"; then
+				pass "SIGTERM during the recovery ends the daemon within 8 s (${took} s, exit $drc)"
+			else
+				fail "SIGTERM during the recovery ends the daemon within 8 s (${took} s, exit $drc)"
+			fi
+		else
+			fail "SIGTERM during the recovery ends the daemon within 8 s (still running after 20 s)"
+		fi
+		rc=0
+		wait "$dd_pid" || rc=$?
+		if ((rc != 0 && rc != 124 && rc != 137)); then
+			pass "the read fails ($(head -n 1 "$work/dd.log"))"
+		else
+			fail "the read fails (exit $rc)"
+		fi
+		if is_mounted "$mnt"; then
+			fail "nothing left mounted"
+		else
+			pass "nothing left mounted"
+		fi
+		;;
+	relogin)
+		rc=0
+		timeout -k 5 30 dd if="$mnt/lun1" of="$work/got" bs=65536 count=1 iflag=direct status=none \
+			2>"$work/dd.log" || rc=$?
+		check_eq "read succeeds" "$rc" 0
+		for ((i = 0; i < 50; i++)); do
+			grep -q 'Time2Wait 65535' "$work/target.log" && break
+			sleep 0.1
+		done
+		check "the target answered the logout with Time2Wait 65535" grep -q 'Time2Wait 65535' "$work/target.log"
+		rc=0
+		t0=$EPOCHREALTIME
+		timeout -k 5 30 dd if="$mnt/lun1" of="$work/got2" bs=4096 skip=32 count=64 iflag=direct status=none \
+			2>"$work/dd2.log" || rc=$?
+		took=$(elapsed_since "$t0")
+		expected_bytes 131072 262144 "$work/want2"
+		if ((rc == 0)) && cmp -s "$work/got2" "$work/want2"; then
+			pass "a read after the logout succeeds (${took} s)"
+		else
+			fail "a read after the logout succeeds (exit $rc after ${took} s)"
+			note "$work/dd2.log"
+		fi
+		check "logged: the reinstatement" grep -qF "reinstated after a logout requested by the target" \
+			"$work/daemon.log"
+		;;
+	storm)
+		head -c 65536 /dev/urandom >"$work/in"
+		rc=0
+		t0=$EPOCHREALTIME
+		timeout -k 5 60 dd if="$work/in" of="$mnt/lun1" bs=65536 count=1 oflag=direct conv=notrunc status=none \
+			2>"$work/dd.log" || rc=$?
+		took=$(elapsed_since "$t0")
+		if ((rc != 0 && rc != 124 && rc != 137)) && grep -q 'Input/output error' "$work/dd.log" &&
+			within $((6 * (ct + 2))) "$took"; then
+			pass "write fails with EIO within 6 x (cmd_timeout + 2 s) (${took} s)"
+		else
+			fail "write fails with EIO within 6 x (cmd_timeout + 2 s) (exit $rc after ${took} s)"
+			note "$work/dd.log"
+		fi
+		check "logged: re-issued 5 times, then failed" grep -q 'aborted 6 times: failing it' "$work/daemon.log"
+		rc=0
+		timeout -k 5 30 dd if="$mnt/lun1" of="$work/got2" bs=4096 skip=32 count=64 iflag=direct status=none \
+			2>"$work/dd2.log" || rc=$?
+		expected_bytes 131072 262144 "$work/want2"
+		if ((rc == 0)) && cmp -s "$work/got2" "$work/want2"; then
+			pass "a further read succeeds"
+		else
+			fail "a further read succeeds (exit $rc)"
+		fi
+		check_eq "the session was not dropped" "$(grep -c 'reinstated after' "$work/daemon.log" || true)" 0
+		;;
+	luns)
+		n=$(grep -c 'REPORT LUNS #' "$work/target.log" || true)
+		if ((n >= 1 && n <= 4)); then
+			pass "REPORT LUNS sent $n times (at most 4)"
+		else
+			fail "REPORT LUNS sent $n times (at most 4)"
+		fi
+		rc=0
+		timeout -k 5 30 dd if="$mnt/lun1" of="$work/got" bs=65536 count=1 iflag=direct status=none \
+			2>"$work/dd.log" || rc=$?
+		expected_bytes 0 65536 "$work/want"
+		if ((rc == 0)) && cmp -s "$work/got" "$work/want"; then
+			pass "read succeeds"
+		else
+			fail "read succeeds (exit $rc)"
+		fi
+		;;
+	seek)
+		got=$(timeout -k 5 60 python3 -c '
+import errno, os, sys
+fd = os.open(sys.argv[1], os.O_RDONLY)
+try:
+    print(os.lseek(fd, 0, os.SEEK_DATA))
+except OSError as e:
+    print(errno.errorcode[e.errno])
+' "$mnt/lun1" 2>&1) || true
+		n=$(grep -c 'GET LBA STATUS #' "$work/target.log" || true)
+		if ((n >= 1 && n <= 64)); then
+			pass "one lseek(SEEK_DATA): $n GET LBA STATUS round trips (at most 64)"
+		else
+			fail "one lseek(SEEK_DATA): $n GET LBA STATUS round trips (at most 64)"
+		fi
+		check_eq "SEEK_DATA reports data where the walk stopped" "$got" "$((n * 512))"
+		;;
+	esac
+	if [[ $kind == stop ]]; then
+		: # stopped above
+	elif _targets_alive "$daemon_pid"; then
+		pass "daemon still running"
+	else
+		fail "daemon still running"
+		daemon_pid=''
+	fi
+	if [[ -n $daemon_pid ]]; then
+		t0=$EPOCHREALTIME
+		check "fusermount3 -u" timeout -k 5 20 fusermount3 -u "$mnt"
+		if _targets_wait_gone "$daemon_pid" 10; then
+			took=$(elapsed_since "$t0")
+			daemon_pid=''
+			if within 3 "$took"; then
+				pass "daemon exits within 3 s of the unmount (${took} s)"
+			else
+				fail "daemon exits within 3 s of the unmount (${took} s)"
+			fi
+		else
+			fail "daemon exits within 3 s of the unmount (still running after 10 s)"
+		fi
+	fi
+	sanitizer_clean "$work/daemon.log"
+	if ((failed)); then
+		echo "# daemon log:"
+		note "$work/daemon.log"
+		echo "# target log:"
+		tail -n 30 "$work/target.log" | sed 's/^/#   /'
+	fi
 	finish
 fi
 

@@ -8,7 +8,10 @@
 #include <criterion/criterion.h>
 #include <errno.h>
 #include <string.h>
+#include <time.h>
+#include <unistd.h>
 
+#include "../../initiator/cancel.h"
 #include "../../initiator/login.h"
 
 #define MAX_STEPS 8
@@ -304,4 +307,112 @@ Test(login, target_address_forms)
 	cr_assert_eq(iscsi_target_address_parse("h:70000", host, sizeof(host), &port), -EINVAL);
 	cr_assert_eq(iscsi_target_address_parse("h:12x", host, sizeof(host), &port), -EINVAL);
 	cr_assert_eq(iscsi_target_address_parse("a-very-long-host-name", host, sizeof(host), &port), -EINVAL);
+}
+
+/*
+ * A target that takes the security stage and then answers every request of
+ * the operational stage with an empty Login Response with C set (RFC 7143
+ * §11.13.3), for ever: optionally sleep_ms before each, and firing the
+ * thread's cancel token after cancel_after responses.
+ */
+struct endless {
+	struct iscsi_transport base;
+	uint32_t itt;
+	unsigned nrecv, nsend;
+	int sleep_ms, cancel_after, cancel_fd, max_timeout_ms;
+};
+
+static int endless_send(struct iscsi_transport *t, const uint8_t *bhs, const void *data, uint32_t dlen,
+			int timeout_ms)
+{
+	struct endless *e = (struct endless *)t;
+	struct iscsi_bhs h;
+	(void)data;
+	(void)dlen;
+	(void)timeout_ms;
+	cr_assert_eq(iscsi_bhs_decode(bhs, &h), 0);
+	e->itt = h.itt;
+	e->nsend++;
+	return 0;
+}
+
+static int endless_recv(struct iscsi_transport *t, uint8_t *bhs, void *data, uint32_t cap, uint32_t *dlen,
+			int timeout_ms)
+{
+	static const char sec[] = "AuthMethod=None";
+	struct endless *e = (struct endless *)t;
+	(void)cap;
+	if (timeout_ms > e->max_timeout_ms)
+		e->max_timeout_ms = timeout_ms;
+	if (e->sleep_ms) {
+		struct timespec ts = {0, e->sleep_ms * 1000000L};
+		nanosleep(&ts, NULL);
+	}
+	struct iscsi_bhs h = {0};
+	h.opcode = ISCSI_OP_LOGIN_RSP;
+	h.itt = e->itt;
+	if (e->nrecv == 0) {
+		h.u.login.transit = true;
+		h.u.login.nsg = 1;
+		memcpy(data, sec, sizeof(sec));
+		h.dlen = *dlen = sizeof(sec);
+	} else {
+		h.u.login.cont = true;
+		h.u.login.csg = 1;
+		*dlen = 0;
+	}
+	h.u.login.statsn = 100 + e->nrecv;
+	cr_assert_eq(iscsi_bhs_encode(&h, bhs), 0);
+	if (++e->nrecv == (unsigned)e->cancel_after)
+		iscsi_cancel_fire(e->cancel_fd);
+	return 0;
+}
+
+static const struct iscsi_transport_ops endless_ops = {.name = "endless", .send_pdu = endless_send,
+						       .recv_pdu = endless_recv};
+
+Test(login, empty_continuations_end_after_a_bounded_count)
+{
+	struct endless e = {.base = {&endless_ops}, .cancel_fd = -1};
+	struct iscsi_login_config c = config();
+	struct iscsi_login_result r;
+	char err[256] = "";
+	c.timeout_ms = 60000;
+	cr_assert_eq(iscsi_login(&e.base, &c, &r, err, sizeof(err)), -EPROTO, "%s", err);
+	cr_assert_eq(e.nrecv, ISCSI_LOGIN_RSP_MAX);
+	cr_assert(strstr(err, "not complete after 64 Login Responses"), "%s", err);
+}
+
+Test(login, slow_continuations_end_at_the_deadline)
+{
+	struct endless e = {.base = {&endless_ops}, .cancel_fd = -1, .sleep_ms = 20};
+	struct iscsi_login_config c = config();
+	struct iscsi_login_result r;
+	char err[256] = "";
+	c.timeout_ms = 60000;
+	int64_t t0 = iscsi_now_ms();
+	c.deadline_ms = t0 + 300;
+	cr_assert_eq(iscsi_login(&e.base, &c, &r, err, sizeof(err)), -ETIMEDOUT, "%s", err);
+	int64_t took = iscsi_now_ms() - t0;
+	cr_assert_geq(took, 300);
+	cr_assert_lt(took, 1000, "took %lld ms", (long long)took);
+	cr_assert_lt(e.nrecv, ISCSI_LOGIN_RSP_MAX);
+	cr_assert_leq(e.max_timeout_ms, 300, "a PDU was given %d ms", e.max_timeout_ms);
+	cr_assert(strstr(err, "deadline"), "%s", err);
+}
+
+Test(login, cancel_token_ends_the_login)
+{
+	int fd = iscsi_cancel_new();
+	cr_assert_geq(fd, 0);
+	struct endless e = {.base = {&endless_ops}, .cancel_fd = fd, .cancel_after = 5};
+	struct iscsi_login_config c = config();
+	struct iscsi_login_result r;
+	char err[256] = "";
+	iscsi_cancel_bind(fd);
+	cr_assert_eq(iscsi_login(&e.base, &c, &r, err, sizeof(err)), -ECANCELED, "%s", err);
+	iscsi_cancel_bind(-1);
+	cr_assert_eq(e.nrecv, 5);
+	cr_assert_str_eq(err, "login: cancelled");
+	close(fd);
 }

@@ -42,6 +42,8 @@ struct world {
 	uint8_t tmf_seen[8];       /* functions of the TMF requests received */
 	int ntmf;
 	int drop_default;          /* for connections past the arrays */
+	bool manual;               /* start() runs no thread: the test drives the hooks itself */
+	struct fconn *manual_conn; /* the connection last started so */
 	struct seen seen[MAX_SEEN];
 	int nseen;
 };
@@ -248,6 +250,10 @@ static int f_start(struct iscsi_transport *t, const struct iscsi_transport_hooks
 	(void)params;
 	c->hooks = hooks;
 	c->sess = sess;
+	if (c->w->manual) {
+		c->w->manual_conn = c;
+		return 0;
+	}
 	c->started = pthread_create(&c->thread, NULL, f_thread, c) == 0;
 	return c->started ? 0 : -EAGAIN;
 }
@@ -549,4 +555,143 @@ Test(session, unanswered_task_management_escalates_to_a_reconnect)
 	cr_assert_eq(w.seen[1].conn, 1, "re-issued on the new connection");
 	pthread_mutex_unlock(&w.m);
 	iscsi_session_close(s, 1000);
+}
+
+/* A NOP-In ping (§11.19) with TTT ttt and 64 bytes of `fill`, as the target sends it. */
+static void nop_in_ping(struct fconn *c, uint32_t ttt, uint8_t fill)
+{
+	struct iscsi_bhs h = {0};
+	uint8_t out[ISCSI_BHS_LEN], data[64];
+	memset(data, fill, sizeof(data));
+	h.opcode = ISCSI_OP_NOP_IN;
+	h.final = true;
+	h.itt = ISCSI_RESERVED_TAG;
+	h.dlen = sizeof(data);
+	h.u.nop.ttt = ttt;
+	h.u.nop.statsn = 500;
+	h.u.nop.expcmdsn = 1000;
+	h.u.nop.maxcmdsn = 1063;
+	cr_assert_eq(iscsi_bhs_encode(&h, out), 0);
+	cr_assert_eq(c->hooks->rx_pdu(c->sess, out, data, sizeof(data)), 0);
+}
+
+/* The one NOP-Out in slots[0..n-1]: answers ttt and echoes 64 bytes of `fill`. */
+static void assert_echo(const struct iscsi_tx_slot *slots, int n, uint32_t ttt, uint8_t fill)
+{
+	uint8_t want[64];
+	struct iscsi_bhs h;
+	memset(want, fill, sizeof(want));
+	cr_assert_eq(n, 1);
+	cr_assert_eq(iscsi_bhs_decode(slots[0].bhs, &h), 0);
+	cr_assert_eq(h.opcode, ISCSI_OP_NOP_OUT);
+	cr_assert_eq(h.u.nop.ttt, ttt);
+	cr_assert_eq(slots[0].dlen, 64);
+	cr_assert_eq(memcmp(slots[0].data, want, 64), 0, "the NOP-Out for TTT 0x%x does not echo '%c'", ttt, fill);
+}
+
+Test(session, nop_in_echo_never_changes_a_buffer_being_sent)
+{
+	struct world w;
+	init_world(&w);
+	w.manual = true;
+	struct iscsi_session_config cfg = config(&w, 1000);
+	struct iscsi_session *s;
+	char err[256];
+	cr_assert_eq(iscsi_session_open(&cfg, &s, err, sizeof(err)), 0, "%s", err);
+	struct fconn *c = w.manual_conn;
+	cr_assert_not_null(c);
+	struct iscsi_tx_slot b1[8] = {0}, b2[8] = {0}, b3[8] = {0};
+
+	nop_in_ping(c, 0x10, 'A');
+	int n1 = c->hooks->tx_fill(c->sess, b1, 8);
+	assert_echo(b1, n1, 0x10, 'A');
+	/* While that NOP-Out is still being written, two more pings arrive: the later one replaces the first. */
+	nop_in_ping(c, 0x11, 'B');
+	nop_in_ping(c, 0x12, 'C');
+	assert_echo(b1, n1, 0x10, 'A');
+	c->hooks->tx_done(c->sess, b1, n1);
+	int n2 = c->hooks->tx_fill(c->sess, b2, 8);
+	assert_echo(b2, n2, 0x12, 'C');
+	cr_assert_neq(b2[0].data, b1[0].data);
+	/* The first buffer is free again, the second is being sent. */
+	nop_in_ping(c, 0x13, 'D');
+	assert_echo(b2, n2, 0x12, 'C');
+	c->hooks->tx_done(c->sess, b2, n2);
+	int n3 = c->hooks->tx_fill(c->sess, b3, 8);
+	assert_echo(b3, n3, 0x13, 'D');
+	c->hooks->tx_done(c->sess, b3, n3);
+	iscsi_session_close(s, 0);
+}
+
+/* The ITT of the one SCSI Command in slots[0..n-1]. */
+static uint32_t command_itt(const struct iscsi_tx_slot *slots, int n)
+{
+	struct iscsi_bhs h;
+	cr_assert_eq(n, 1);
+	cr_assert_eq(iscsi_bhs_decode(slots[0].bhs, &h), 0);
+	cr_assert_eq(h.opcode, ISCSI_OP_SCSI_CMD);
+	return h.itt;
+}
+
+static int submit_read(struct iscsi_session *s, int i, void *buf, uint32_t len)
+{
+	struct iscsi_cmd cmd = {0};
+	cmd.cdb[0] = 0x28; /* READ(10) */
+	cmd.cdb[8] = 1;
+	cmd.cdb_len = 10;
+	cmd.dir = ISCSI_DIR_READ;
+	cmd.buf = buf;
+	cmd.len = len;
+	cmd.cb = on_done;
+	cmd.arg = (void *)(intptr_t)i;
+	return iscsi_session_submit(s, &cmd);
+}
+
+Test(session, task_owns_its_buffer_only_while_outstanding)
+{
+	struct world w;
+	init_world(&w);
+	w.manual = true;
+	struct iscsi_session_config cfg = config(&w, 1000);
+	struct iscsi_session *s;
+	char err[256];
+	cr_assert_eq(iscsi_session_open(&cfg, &s, err, sizeof(err)), 0, "%s", err);
+	struct fconn *c = w.manual_conn;
+	cr_assert_not_null(c->hooks->task_owns);
+	static uint8_t buf1[512], buf2[512];
+	struct iscsi_tx_slot b[8] = {0};
+
+	/* A command ended by a Reject (reason 0x09, invalid PDU field: not to be re-sent). */
+	cr_assert_eq(submit_read(s, 0, buf1, sizeof(buf1)), 0);
+	int n = c->hooks->tx_fill(c->sess, b, 8);
+	uint32_t itt = command_itt(b, n);
+	c->hooks->tx_done(c->sess, b, n);
+	cr_assert(c->hooks->task_owns(c->sess, itt, buf1, sizeof(buf1)));
+	cr_assert_not(c->hooks->task_owns(c->sess, itt, buf2, sizeof(buf2)), "another buffer");
+	cr_assert_not(c->hooks->task_owns(c->sess, itt, buf1, sizeof(buf1) + 1), "more than the buffer");
+	cr_assert_not(c->hooks->task_owns(c->sess, itt ^ 0x10000u, buf1, sizeof(buf1)), "another generation");
+	struct iscsi_bhs r = {0};
+	uint8_t out[ISCSI_BHS_LEN];
+	r.opcode = ISCSI_OP_REJECT;
+	r.final = true;
+	r.itt = ISCSI_RESERVED_TAG;
+	r.dlen = ISCSI_BHS_LEN;
+	r.u.reject.reason = 0x09;
+	r.u.reject.statsn = 500;
+	r.u.reject.expcmdsn = 1001;
+	r.u.reject.maxcmdsn = 1064;
+	cr_assert_eq(iscsi_bhs_encode(&r, out), 0);
+	cr_assert_eq(c->hooks->rx_pdu(c->sess, out, b[0].bhs, ISCSI_BHS_LEN), 0);
+	cr_assert(wait_done(1));
+	cr_assert_eq(done.err[0], -EIO);
+	cr_assert_not(c->hooks->task_owns(c->sess, itt, buf1, sizeof(buf1)), "owned after its Reject");
+
+	/* The next command may reuse the task and its ITT: it owns its own buffer, not the old one. */
+	cr_assert_eq(submit_read(s, 1, buf2, sizeof(buf2)), 0);
+	n = c->hooks->tx_fill(c->sess, b, 8);
+	uint32_t itt2 = command_itt(b, n);
+	c->hooks->tx_done(c->sess, b, n);
+	cr_assert(c->hooks->task_owns(c->sess, itt2, buf2, sizeof(buf2)));
+	cr_assert_not(c->hooks->task_owns(c->sess, itt2, buf1, sizeof(buf1)));
+	iscsi_session_close(s, 0);
 }
