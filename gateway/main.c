@@ -5,8 +5,9 @@
  * Order of work, so that every failure comes before anything is mounted:
  * parse options and URL (fuse_opt, fuse_session_new validates the FUSE
  * options), fork unless -f (the parent waits for the child's "mounted"),
- * connect and log in, probe the LUNs, create the pool, mount, report
- * success, detach, serve.  On unmount or SIGTERM/SIGINT/SIGHUP: leave the
+ * connect and log in, probe the LUNs, create the pool, mount, wait until
+ * the kernel completed FUSE INIT (live_watch), report success, detach,
+ * serve.  On unmount or SIGTERM/SIGINT/SIGHUP: leave the
  * loop, stop the rescans, unmount, drain, SYNCHRONIZE CACHE every LUN
  * written, Logout, exit 0 (1 if a SYNCHRONIZE CACHE failed; a second stop
  * signal exits 2 at once).

@@ -66,24 +66,29 @@ static bool iserfuse_mounted_on(const char *path, char *src, size_t cap)
 	return found;
 }
 
+/* One line for stat's or access's errno; a stale FUSE mount gets the way out. */
+static void mountpoint_error(const char *mnt, int e)
+{
+	if (e == ENOTCONN)
+		fprintf(stderr, "iserfuse: mount point %s: %s (a FUSE mount whose daemon is gone: clear it with "
+			"fusermount3 -u %s)\n", mnt, strerror(e), mnt);
+	else
+		fprintf(stderr, "iserfuse: mount point %s: %s\n", mnt, strerror(e));
+}
+
 int gw_mountpoint_check(const char *mnt)
 {
 	struct stat st;
 	if (stat(mnt, &st)) {
-		int e = errno;
-		if (e == ENOTCONN)
-			fprintf(stderr, "iserfuse: mount point %s: %s (a FUSE mount whose daemon is gone: clear it with "
-				"fusermount3 -u %s)\n", mnt, strerror(e), mnt);
-		else
-			fprintf(stderr, "iserfuse: mount point %s: %s\n", mnt, strerror(e));
+		mountpoint_error(mnt, errno);
 		return -1;
 	}
 	if (!S_ISDIR(st.st_mode)) {
 		fprintf(stderr, "iserfuse: mount point %s is not a directory\n", mnt);
 		return -1;
 	}
-	if (access(mnt, X_OK)) {
-		fprintf(stderr, "iserfuse: mount point %s: %s\n", mnt, strerror(errno));
+	if (access(mnt, X_OK)) { /* a stale mount's cached attributes can pass stat */
+		mountpoint_error(mnt, errno);
 		return -1;
 	}
 	char real[PATH_MAX], src[512];
