@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * iserfuse --list iscsi://host[:port]
+ * iserfuse --list iscsi://host[:port][/target-iqn[/lun]]
  *
  * SendTargets discovery on the portal, then for every target and every
  * portal it names: a normal session, REPORT LUNS, a probe of each LUN, one
@@ -26,6 +26,8 @@
 
 /* ?iser: every session of the listing goes over iSER with this context (the scratch pool registered once). */
 static struct iser_ctx *list_iser;
+/* A LUN in the URL (iscsi://host/iqn/LUN): only that one is listed; -1 for all. */
+static int list_lun = -1;
 
 static void note_registration(void *pool)
 {
@@ -179,7 +181,8 @@ static void list_portal(const char *target, const struct iscsi_portal *portal, c
 		iser_neg_config(&sc.neg);
 	}
 
-	progress("%s: logging in via %s:%u ...", progress_target, portal->host, portal->port);
+	progress("%s: logging in via " ISCSI_HOSTPORT_FMT " ...", progress_target,
+		 ISCSI_HOSTPORT_ARGS(portal->host, portal->port));
 	int rc = iscsi_session_open(&sc, &s, err, sizeof(err));
 	gw_creds_wipe_session(&sc);
 	if (rc == 0 && shown.tpgt < 0)
@@ -200,8 +203,12 @@ static void list_portal(const char *target, const struct iscsi_portal *portal, c
 	if (rc) {
 		out("  Error: REPORT LUNS failed: %s\n", strerror(-rc));
 	} else {
+		bool seen = false;
 		for (size_t i = 0; i < nluns; i++) {
 			struct iscsi_lun_info info;
+			if (list_lun >= 0 && luns[i] != list_lun)
+				continue;
+			seen = true;
 			progress("%s: probing LUN %u ...", progress_target, luns[i]);
 			rc = iscsi_lun_probe(s, luns[i], scratch, slen, &info);
 			if (rc)
@@ -209,6 +216,8 @@ static void list_portal(const char *target, const struct iscsi_portal *portal, c
 			else
 				print_lun(&info);
 		}
+		if (list_lun >= 0 && !seen)
+			out("  Lun %d: not reported by the target (REPORT LUNS)\n", list_lun);
 	}
 	buf_pool_put(pool, scratch);
 	iscsi_session_close(s, timeout_ms);
@@ -234,6 +243,7 @@ int gw_list(const char *url_text, const char *initiator_name_opt, unsigned login
 	if (gw_creds_load(&creds, &url, secret_file))
 		goto out;
 	iscsi_url_wipe(&url); /* keeps host, port and target; the password is gone */
+	list_lun = url.lun;
 	if (initiator_name_opt)
 		snprintf(dc.initiator_name, sizeof(dc.initiator_name), "%s", initiator_name_opt);
 	else if (gw_default_initiator_name(dc.initiator_name, sizeof(dc.initiator_name)))
@@ -265,11 +275,11 @@ int gw_list(const char *url_text, const char *initiator_name_opt, unsigned login
 
 	setvbuf(stdout, NULL, _IOLBF, 0);
 	signal(SIGALRM, watchdog);
-	snprintf(watchdog_msg, sizeof(watchdog_msg), "iserfuse: discovery on %s:%u did not finish in time\n",
-		 url.host, url.port);
+	snprintf(watchdog_msg, sizeof(watchdog_msg), "iserfuse: discovery on " ISCSI_HOSTPORT_FMT " did not finish in time\n",
+		 ISCSI_HOSTPORT_ARGS(url.host, url.port));
 	alarm((unsigned)(4 * timeout_ms / 1000 + 5));
 	progress_on = isatty(2);
-	progress("discovery on %s:%u ...", url.host, url.port);
+	progress("discovery on " ISCSI_HOSTPORT_FMT " ...", ISCSI_HOSTPORT_ARGS(url.host, url.port));
 	int drc = iscsi_discover(&dc, &list, err, sizeof(err));
 	if (drc == -EACCES && dc.chap_user[0]) {
 		/* Many targets (tgt among them) authenticate target logins only: the

@@ -5,8 +5,9 @@
  * Order of work, so that every failure comes before anything is mounted:
  * parse options and URL (fuse_opt, fuse_session_new validates the FUSE
  * options), fork unless -f (the parent waits for the child's "mounted"),
- * connect and log in, probe the LUNs, create the pool, mount, report
- * success, detach, serve.  On unmount or SIGTERM/SIGINT/SIGHUP: leave the
+ * connect and log in, probe the LUNs, create the pool, mount, wait until
+ * the kernel completed FUSE INIT (live_watch), report success, detach,
+ * serve.  On unmount or SIGTERM/SIGINT/SIGHUP: leave the
  * loop, stop the rescans, unmount, drain, SYNCHRONIZE CACHE every LUN
  * written, Logout, exit 0 (1 if a SYNCHRONIZE CACHE failed; a second stop
  * signal exits 2 at once).
@@ -28,6 +29,8 @@
 #include "../initiator/log.h"
 #include "../initiator/url.h"
 #include "config.h"
+#include "options.h"
+#include "startup.h"
 #include "credentials.h"
 #include "gateway.h"
 #include "transport_pick.h"
@@ -37,147 +40,120 @@
 #define ISERFUSE_VERSION "0.1.0"
 #endif
 
-#define DEFAULT_MAX_IO (512u * 1024u)
-#define DEFAULT_QUEUE_DEPTH 128u
 #define BLOCK_SIZE_MAX 4096u
-#define DEFAULT_CACHE_SIZE (64ull << 20)
 #define CACHE_BLOCK_MAX (64u * 1024u)
 
 struct options {
 	char *url;
-	char *initiator_name;
-	unsigned queue_depth;
-	unsigned max_io_kib;
-	unsigned pool_slices;
-	unsigned login_timeout;
-	int cmd_timeout, noop_interval, noop_timeout; /* seconds; -1 = not given */
-	int replacement_timeout; /* seconds; -1 = not given (120) */
-	char *header_digest, *data_digest; /* -o header_digest=, data_digest=: none|crc32c|auto */
-	char *secret_file;   /* -o secret_file=PATH: CHAP credentials */
-	char *config;        /* -o config=PATH: the configuration file (default GW_CONFIG_DEFAULT if present) */
-	char *log_level;     /* -o log_level=error|warn|info|debug */
-	char *transport;     /* -o transport=auto|iser|tcp */
-	int ro;
+	char *str[GW_OPT_COUNT];            /* the string options' values, NULL if not given */
+	long long num[GW_OPT_NUMERIC_COUNT]; /* the numeric options' values, checked against the table */
+	bool given[GW_OPT_COUNT];           /* set by the command line or the configuration file */
 	int nonopts;
 	int show_help, show_version;
-	int list;            /* --list: discovery, no mount */
-	int has_umask;
-	unsigned umask;      /* -o umask=NNN (octal) */
-	/* target events and stopping (rescan.c) */
-	int rescan_interval; /* -o rescan_interval=S; -1 = not given (5) */
-	char *cache_size;    /* -o cache_size=N[KMG] (bytes) */
-	int writeback;       /* -o writeback */
+	int list; /* --list: discovery, no mount */
 };
 
-enum { KEY_RO, KEY_HELP, KEY_VERSION, KEY_LIST, KEY_UMASK, KEY_IGNORE, KEY_STR };
+/* An option's value: what was given, else the table's default. */
+static long long optv(const struct options *o, enum gw_opt_id id)
+{
+	return o->given[id] ? o->num[id] : gw_opts[id].def;
+}
 
-/*
- * String options: a later one replaces an earlier one (the configuration
- * file's defaults come first on the argument list), freeing it.
- */
-static const struct {
-	const char *key; /* "name=" */
-	size_t off;      /* of the char * in struct options */
-} str_opts[] = {
-	{"initiator_name=", offsetof(struct options, initiator_name)},
-	{"header_digest=", offsetof(struct options, header_digest)},
-	{"data_digest=", offsetof(struct options, data_digest)},
-	{"secret_file=", offsetof(struct options, secret_file)},
-	{"config=", offsetof(struct options, config)},
-	{"log_level=", offsetof(struct options, log_level)},
-	{"transport=", offsetof(struct options, transport)},
-	{"cache_size=", offsetof(struct options, cache_size)},
-};
+enum { KEY_HELP, KEY_VERSION, KEY_LIST, KEY_IGNORE, KEY_TAB /* + gw_opt_id */ };
 
-#define OPT(t, p) {t, offsetof(struct options, p), 1}
-static const struct fuse_opt option_spec[] = {
-	{"initiator_name=", -1U, KEY_STR + 0},
-	{"header_digest=", -1U, KEY_STR + 1},
-	{"data_digest=", -1U, KEY_STR + 2},
-	{"secret_file=", -1U, KEY_STR + 3},
-	{"config=", -1U, KEY_STR + 4},
-	{"log_level=", -1U, KEY_STR + 5},
-	{"transport=", -1U, KEY_STR + 6},
-	OPT("queue_depth=%u", queue_depth),
-	OPT("max_io_kib=%u", max_io_kib),
-	OPT("pool_slices=%u", pool_slices),
-	OPT("login_timeout=%u", login_timeout),
-	OPT("cmd_timeout=%d", cmd_timeout),
-	OPT("noop_interval=%d", noop_interval),
-	OPT("noop_timeout=%d", noop_timeout),
-	OPT("replacement_timeout=%d", replacement_timeout),
-	OPT("rescan_interval=%d", rescan_interval),
-	{"cache_size=", -1U, KEY_STR + 7},
-	OPT("writeback", writeback),
-	FUSE_OPT_KEY("ro", KEY_RO),
-	/* mount(8) and fstab words that mean nothing to a FUSE daemon (mount.fuse3 drops most of them too) */
-	FUSE_OPT_KEY("_netdev", KEY_IGNORE),
-	FUSE_OPT_KEY("nofail", KEY_IGNORE),
-	FUSE_OPT_KEY("auto", KEY_IGNORE),
-	FUSE_OPT_KEY("noauto", KEY_IGNORE),
-	FUSE_OPT_KEY("user", KEY_IGNORE),
-	FUSE_OPT_KEY("nouser", KEY_IGNORE),
-	FUSE_OPT_KEY("users", KEY_IGNORE),
-	FUSE_OPT_KEY("defaults", KEY_IGNORE),
-	FUSE_OPT_KEY("-h", KEY_HELP),
-	FUSE_OPT_KEY("--help", KEY_HELP),
-	FUSE_OPT_KEY("-V", KEY_VERSION),
-	FUSE_OPT_KEY("--version", KEY_VERSION),
-	FUSE_OPT_KEY("--list", KEY_LIST),
-	FUSE_OPT_KEY("umask=", KEY_UMASK),
-	FUSE_OPT_END,
-};
+/* Where the options being parsed come from: NULL for the command line, else the configuration file. */
+static const char *opt_origin;
+
+/* The fuse_opt templates: one per table row ("key=" or "key" for a flag), then the fixed words. */
+static char opt_templ[GW_OPT_COUNT][48];
+static struct fuse_opt option_spec[GW_OPT_COUNT + 16];
+
+static void build_option_spec(void)
+{
+	static const struct fuse_opt fixed[] = {
+		/* mount(8) and fstab words that mean nothing to a FUSE daemon (mount.fuse3 drops most of them too) */
+		FUSE_OPT_KEY("_netdev", KEY_IGNORE),
+		FUSE_OPT_KEY("nofail", KEY_IGNORE),
+		FUSE_OPT_KEY("auto", KEY_IGNORE),
+		FUSE_OPT_KEY("noauto", KEY_IGNORE),
+		FUSE_OPT_KEY("user", KEY_IGNORE),
+		FUSE_OPT_KEY("nouser", KEY_IGNORE),
+		FUSE_OPT_KEY("users", KEY_IGNORE),
+		FUSE_OPT_KEY("defaults", KEY_IGNORE),
+		FUSE_OPT_KEY("-h", KEY_HELP),
+		FUSE_OPT_KEY("--help", KEY_HELP),
+		FUSE_OPT_KEY("-V", KEY_VERSION),
+		FUSE_OPT_KEY("--version", KEY_VERSION),
+		FUSE_OPT_KEY("--list", KEY_LIST),
+		FUSE_OPT_END,
+	};
+	_Static_assert(sizeof(fixed) / sizeof(fixed[0]) <= 16, "option_spec has room");
+	for (int i = 0; i < GW_OPT_COUNT; i++) {
+		snprintf(opt_templ[i], sizeof(opt_templ[i]), "%s%s", gw_opts[i].key,
+			 gw_opts[i].kind == GW_OPT_FLAG ? "" : "=");
+		option_spec[i] = (struct fuse_opt)FUSE_OPT_KEY(opt_templ[i], KEY_TAB + i);
+	}
+	memcpy(&option_spec[GW_OPT_COUNT], fixed, sizeof(fixed));
+}
 
 static void usage(FILE *f)
 {
 	fprintf(f,
 		"usage: iserfuse [options] iscsi://[user[%%password]@]host[:port]/target-iqn[/lun] MOUNTPOINT\n"
 		"       iserfuse [options] NAME [MOUNTPOINT]     (section [NAME] of the configuration file)\n"
-		"       iserfuse --list [options] iscsi://host[:port] | NAME\n"
+		"       iserfuse --list [options] iscsi://host[:port][/target-iqn[/lun]] | NAME\n"
 		"\n"
 		"Exposes the disk LUNs of an iSCSI target as files MOUNTPOINT/lun<N>.\n"
 		"Every option can also be given as -o key=value (for /etc/fstab: fuse.iserfuse).\n"
 		"\n"
-		"iserfuse options:\n"
-		"    -o config=PATH         configuration file (default %s, if present)\n"
-		"    -o initiator_name=IQN  initiator name (default: generated once per host and kept)\n"
-		"    -o ro                  read-only mount, EROFS on write (default: off)\n"
-		"    -o queue_depth=N       most SCSI commands outstanding (default %u)\n"
-		"    -o max_io_kib=N        largest FUSE read/write in KiB (default %u)\n"
-		"    -o pool_slices=N       payload buffers in the pool (default: queue_depth)\n"
-		"    -o login_timeout=S     connect and login timeout in seconds (default 15)\n"
-		"    -o cmd_timeout=S       a command unanswered this long is aborted and re-issued (default 30, 0 = never)\n"
-		"    -o noop_interval=S     NOP-Out ping after S idle seconds (default 5, 0 = off)\n"
-		"    -o noop_timeout=S      no answer S seconds after a ping drops the connection (default 5)\n"
-		"    -o header_digest=D     CRC32C header digests: none, crc32c (required) or auto (default none)\n"
-		"    -o data_digest=D       CRC32C data digests: none, crc32c (required) or auto (default none)\n"
-		"    -o secret_file=PATH    CHAP credentials (default none): 'key = value' lines: username,\n"
-		"                           password, mutual_username, mutual_password (mode 0600 or stricter)\n"
-		"    -o replacement_timeout=S  after a connection loss, I/O still pending S seconds later fails\n"
-		"                           with EIO, and new I/O too until the target is back (default 120)\n"
-		"    -o rescan_interval=S   READ CAPACITY and REPORT LUNS every S seconds: sizes follow the\n"
-		"                           target, LUN files come and go (default 5, 0 = only on UNIT ATTENTION)\n"
-		"                           CHAP credentials come from the URL (user%%password@, ?target_user=,\n"
-		"                           ?target_password= for mutual CHAP), then secret_file, then\n"
-		"                           ISERFUSE_CHAP_USERNAME, ISERFUSE_CHAP_PASSWORD,\n"
-		"                           ISERFUSE_CHAP_MUTUAL_USERNAME, ISERFUSE_CHAP_MUTUAL_PASSWORD\n"
-		"    -o log_level=L         error, warn, info or debug (default warn; -d: debug)\n"
-		"    -o transport=T         auto (default: iSER when an RDMA device is on the route, else TCP),\n"
-		"                           iser (never falls back; also ?iser in the URL) or tcp\n"
-		"    -o cache_size=N        block cache size in bytes, K/M/G suffixes (default 64M, 0 = no cache)\n"
-		"    -o writeback           keep written blocks in the cache until fsync, close or memory pressure\n"
-		"    -o umask=NNN           permission bits to clear (octal, default 077: files 0600, directory 0700)\n"
-		"    -o allow_other         let other users use the mount (default off; needs user_allow_other)\n"
+		"iserfuse options:\n");
+	gw_opts_help(f);
+	fprintf(f,
 		"    -o _netdev, nofail, auto, noauto, user, users, nouser, defaults, x-*, comment=*\n"
-		"                           fstab words, accepted and ignored\n"
-		"    -f                     stay in the foreground, log to stderr (default: background, syslog)\n"
-		"    -d                     debug output, FUSE requests too (implies -f)\n"
-		"    -s                     single-threaded FUSE loop (default: up to 16 threads)\n"
-		"    --list                 list the targets and LUNs behind a portal (SendTargets), mount nothing\n"
-		"    -h, --help             this text and the FUSE options\n"
-		"    -V, --version          versions of iserfuse, libfuse and libibverbs (rdma-core)\n"
-		"\n",
-		GW_CONFIG_DEFAULT, DEFAULT_QUEUE_DEPTH, DEFAULT_MAX_IO / 1024);
+		"                             fstab words, accepted and ignored\n"
+		"    -f                       stay in the foreground, log to stderr (default: background, messages\n"
+		"                             to log_file, else the systemd journal, else syslog)\n"
+		"    -d                       debug output, FUSE requests too (implies -f)\n"
+		"    -s                       single-threaded FUSE loop (default: up to 16 threads)\n"
+		"    --list                   list the targets and LUNs behind a portal (SendTargets), mount nothing\n"
+		"    -h, --help               this text and the FUSE options\n"
+		"    -V, --version            versions of iserfuse, libfuse and libibverbs (rdma-core)\n"
+		"\n"
+		"CHAP credentials come from the URL (user%%password@, ?target_user=, ?target_password= for\n"
+		"mutual CHAP), then secret_file, then the environment: ISERFUSE_CHAP_USERNAME,\n"
+		"ISERFUSE_CHAP_PASSWORD, ISERFUSE_CHAP_MUTUAL_USERNAME, ISERFUSE_CHAP_MUTUAL_PASSWORD.\n"
+		"\n");
+}
+
+/*
+ * libfuse's part of --help, less the lines of options the table already
+ * shows (allow_other): its text goes to stdout, so it is caught in a file.
+ */
+static void fuse_help_but_ours(void)
+{
+	FILE *tmp = tmpfile();
+	int saved = dup(1);
+	fflush(stdout);
+	if (!tmp || saved < 0 || dup2(fileno(tmp), 1) < 0) {
+		fuse_lowlevel_help();
+		goto out;
+	}
+	fuse_lowlevel_help();
+	fflush(stdout);
+	dup2(saved, 1);
+	rewind(tmp);
+	char line[512];
+	while (fgets(line, sizeof(line), tmp)) {
+		const char *p = line + strspn(line, " ");
+		if (!strncmp(p, "-o ", 3) && gw_opt_find(p + 3 + strspn(p + 3, " ")) >= 0)
+			continue;
+		fputs(line, stdout);
+	}
+out:
+	if (tmp)
+		fclose(tmp);
+	if (saved >= 0)
+		close(saved);
 }
 
 static int opt_proc(void *data, const char *arg, int key, struct fuse_args *outargs)
@@ -201,9 +177,6 @@ static int opt_proc(void *data, const char *arg, int key, struct fuse_args *outa
 			return -1;
 		}
 		return 1; /* the mount point, for fuse_parse_cmdline */
-	case KEY_RO:
-		o->ro = 1;
-		return 1; /* the kernel mount is read-only too */
 	case KEY_HELP:
 		o->show_help = 1;
 		return 0;
@@ -213,26 +186,29 @@ static int opt_proc(void *data, const char *arg, int key, struct fuse_args *outa
 	case KEY_LIST:
 		o->list = 1;
 		return 0;
-	case KEY_UMASK: {
-		char *end = NULL;
-		unsigned long m = strtoul(arg + strlen("umask="), &end, 8);
-		if (end == arg + strlen("umask=") || *end || m > 0777) {
-			fprintf(stderr, "iserfuse: bad option '%s': an octal mask up to 0777 is expected\n", arg);
-			return -1;
-		}
-		o->umask = (unsigned)m;
-		o->has_umask = 1;
-		return 0; /* applied in fill_attr; libfuse's low-level API rejects umask= */
-	}
 	default:
-		if (key >= KEY_STR && key < KEY_STR + (int)(sizeof(str_opts) / sizeof(str_opts[0]))) {
-			char **field = (char **)((char *)o + str_opts[key - KEY_STR].off);
-			free(*field);
-			*field = strdup(arg + strlen(str_opts[key - KEY_STR].key));
-			return *field ? 0 : -1;
-		}
-		return 1;
+		break;
 	}
+	if (key < KEY_TAB || key >= KEY_TAB + GW_OPT_COUNT)
+		return 1;
+	enum gw_opt_id id = (enum gw_opt_id)(key - KEY_TAB);
+	const struct gw_opt *t = &gw_opts[id];
+	const char *val = arg + strlen(t->key) + 1;
+	o->given[id] = true;
+	if (t->kind == GW_OPT_FLAG)
+		return t->to_fuse; /* ro: the kernel mount is read-only too; allow_other is libfuse's */
+	if (t->kind == GW_OPT_STR) {
+		/* a later one replaces an earlier one (the configuration file's come first) */
+		free(o->str[id]);
+		o->str[id] = strdup(val);
+		return o->str[id] ? 0 : -1;
+	}
+	char err[256];
+	if (gw_opt_parse_num(id, val, &o->num[id], err, sizeof(err))) {
+		fprintf(stderr, "iserfuse: %s%s%s\n", opt_origin ? opt_origin : "", opt_origin ? ": " : "", err);
+		return -1;
+	}
+	return 0;
 }
 
 /* ---- the configuration file ---- */
@@ -245,16 +221,27 @@ static int opt_proc(void *data, const char *arg, int key, struct fuse_args *outa
  * line gave none; FUSE options from it go before the command line's.
  * Returns 0, or -1 after printing one line.
  */
+static void free_options(struct options *o)
+{
+	if (o->url)
+		explicit_bzero(o->url, strlen(o->url));
+	free(o->url);
+	o->url = NULL;
+	for (int i = 0; i < GW_OPT_COUNT; i++) {
+		free(o->str[i]);
+		o->str[i] = NULL;
+	}
+}
+
 static int apply_config(struct options *o, struct fuse_args *args, struct gw_config *conf)
 {
-	const char *path = o->config ? o->config : GW_CONFIG_DEFAULT;
+	const char *path = o->str[GW_OPT_CONFIG] ? o->str[GW_OPT_CONFIG] : GW_CONFIG_DEFAULT;
 	const struct gw_config_target *t = NULL;
-	struct options c = {.cmd_timeout = -1, .noop_interval = -1, .noop_timeout = -1, .replacement_timeout = -1,
-			    .rescan_interval = -1};
+	struct options c = {0};
 	struct fuse_args ca = FUSE_ARGS_INIT(0, NULL);
 	int rc = -1;
 
-	if (gw_config_load(path, o->config != NULL, conf))
+	if (gw_config_load(path, o->str[GW_OPT_CONFIG] != NULL, conf))
 		return -1;
 	if (o->url && !strstr(o->url, "://")) {
 		t = gw_config_find(conf, o->url);
@@ -276,11 +263,12 @@ static int apply_config(struct options *o, struct fuse_args *args, struct gw_con
 	    (conf->options && (fuse_opt_add_arg(&ca, "-o") || fuse_opt_add_arg(&ca, conf->options))) ||
 	    (t && t->options && (fuse_opt_add_arg(&ca, "-o") || fuse_opt_add_arg(&ca, t->options))))
 		goto out;
-	if (fuse_opt_parse(&ca, &c, option_spec, opt_proc) == -1) {
-		fprintf(stderr, "iserfuse: %s: bad options\n", conf->path);
-		goto out;
-	}
-	if (c.config || c.list || c.show_help || c.show_version) {
+	opt_origin = conf->path; /* a bad value names the file */
+	int prc = fuse_opt_parse(&ca, &c, option_spec, opt_proc);
+	opt_origin = NULL;
+	if (prc == -1)
+		goto out; /* opt_proc said why */
+	if (c.given[GW_OPT_CONFIG] || c.list || c.show_help || c.show_version) {
 		fprintf(stderr, "iserfuse: %s: config=, --list, --help and --version belong on the command line\n",
 			conf->path);
 		goto out;
@@ -288,41 +276,23 @@ static int apply_config(struct options *o, struct fuse_args *args, struct gw_con
 	for (int i = ca.argc - 1; i >= 1; i--) /* allow_other, ro, ...: the command line's come later and win */
 		if (fuse_opt_insert_arg(args, 1, ca.argv[i]))
 			goto out;
-#define TAKE_STR(f) do { if (!o->f && c.f) { o->f = c.f; c.f = NULL; } } while (0)
-#define TAKE_NUM(f, unset) do { if (o->f == (unset)) o->f = c.f; } while (0)
-	TAKE_STR(initiator_name);
-	TAKE_STR(header_digest);
-	TAKE_STR(data_digest);
-	TAKE_STR(secret_file);
-	TAKE_STR(log_level);
-	TAKE_STR(transport);
-	TAKE_STR(cache_size);
-	TAKE_NUM(queue_depth, 0);
-	TAKE_NUM(max_io_kib, 0);
-	TAKE_NUM(pool_slices, 0);
-	TAKE_NUM(login_timeout, 0);
-	TAKE_NUM(cmd_timeout, -1);
-	TAKE_NUM(noop_interval, -1);
-	TAKE_NUM(noop_timeout, -1);
-	TAKE_NUM(replacement_timeout, -1);
-	TAKE_NUM(rescan_interval, -1);
-#undef TAKE_STR
-#undef TAKE_NUM
-	o->ro |= c.ro;
-	o->writeback |= c.writeback;
-	if (!o->has_umask && c.has_umask) {
-		o->has_umask = 1;
-		o->umask = c.umask;
+	for (int i = 0; i < GW_OPT_COUNT; i++) { /* the command line's values win */
+		if (o->given[i] || !c.given[i])
+			continue;
+		o->given[i] = true;
+		if (i < GW_OPT_NUMERIC_COUNT)
+			o->num[i] = c.num[i];
+		o->str[i] = c.str[i];
+		c.str[i] = NULL;
 	}
-	if (!o->initiator_name && conf->initiator_name && !(o->initiator_name = strdup(conf->initiator_name)))
+	if (!o->str[GW_OPT_INITIATOR_NAME] && conf->initiator_name &&
+	    !(o->str[GW_OPT_INITIATOR_NAME] = strdup(conf->initiator_name)))
 		goto out;
-	if (!o->secret_file && t && t->secret_file && !(o->secret_file = strdup(t->secret_file)))
+	if (!o->str[GW_OPT_SECRET_FILE] && t && t->secret_file && !(o->str[GW_OPT_SECRET_FILE] = strdup(t->secret_file)))
 		goto out;
 	rc = 0;
 out:
-	for (size_t i = 0; i < sizeof(str_opts) / sizeof(str_opts[0]); i++)
-		free(*(char **)((char *)&c + str_opts[i].off));
-	free(c.url);
+	free_options(&c);
 	fuse_opt_free_args(&ca);
 	return rc;
 }
@@ -352,7 +322,7 @@ static int set_digests(struct iscsi_neg_config *neg, const struct iscsi_url *url
 {
 	const char *const names[2] = {"header_digest", "data_digest"};
 	const char *const from_url[2] = {url->header_digest, url->data_digest};
-	const char *const from_opt[2] = {o->header_digest, o->data_digest};
+	const char *const from_opt[2] = {o->str[GW_OPT_HEADER_DIGEST], o->str[GW_OPT_DATA_DIGEST]};
 	for (int i = 0; i < 2; i++) {
 		if (from_url[i][0] && iscsi_neg_set_digest(neg, i == 1, from_url[i])) {
 			fprintf(stderr, "iserfuse: bad URL: %s=%s\n", names[i], from_url[i]);
@@ -560,27 +530,6 @@ static void block_stop_signals(sigset_t *old)
 
 /* ---- the block cache ---- */
 
-/* "64M", "1G", "0", "65536": bytes into *out; -1 if malformed. */
-static int parse_size(const char *s, unsigned long long *out)
-{
-	char *end = NULL;
-	errno = 0;
-	unsigned long long v = strtoull(s, &end, 10);
-	if (end == s || errno)
-		return -1;
-	unsigned shift = 0;
-	switch (*end) {
-	case 'k': case 'K': shift = 10; end++; break;
-	case 'm': case 'M': shift = 20; end++; break;
-	case 'g': case 'G': shift = 30; end++; break;
-	default: break;
-	}
-	if (*end || v > (1ull << 40) >> shift)
-		return -1;
-	*out = v << shift;
-	return 0;
-}
-
 /*
  * Cache blocks live in pool slices taken out of circulation here (the
  * pool was created with that many extra slices), so that one RDMA
@@ -688,7 +637,84 @@ static void detach_stdio(void)
 		if (fd > 2)
 			close(fd);
 	}
-	log_use_syslog(true);
+	gw_logdest_activate();
+}
+
+/*
+ * The mount is live only once the kernel has completed the FUSE INIT
+ * exchange (the request size, max_pages, is settled there): a stat of the
+ * mount point waits for it and then sees our root (inode 1 on a new
+ * device), or fails when the kernel dropped the connection.  Until then
+ * the parent process waits and nothing says "mounted".
+ */
+struct live_watch {
+	pthread_mutex_t lock;
+	bool live, given_up;
+	int ready_fd;       /* the parent's pipe, -1 in the foreground */
+	bool foreground;
+	const char *mnt;
+	dev_t under;        /* st_dev of the mount point before the mount */
+	char started[512];  /* the start-up line */
+	struct fuse_session *se;
+};
+
+static void *live_watch_run(void *arg)
+{
+	struct live_watch *w = arg;
+	struct stat st;
+	int err = 0;
+	for (int i = 0; i < 6000; i++) { /* the INIT reply normally comes at once; 60 s at most */
+		if (stat(w->mnt, &st)) {
+			err = errno;
+			break;
+		}
+		if (st.st_dev != w->under && st.st_ino == 1)
+			break;
+		usleep(10000);
+	}
+	pthread_mutex_lock(&w->lock);
+	if (w->given_up) {
+		pthread_mutex_unlock(&w->lock);
+		return NULL;
+	}
+	if (err || st.st_dev == w->under) {
+		w->given_up = true;
+		pthread_mutex_unlock(&w->lock);
+		fprintf(stderr, "iserfuse: the mount on %s did not come up (%s); nothing mounted\n", w->mnt,
+			err ? strerror(err) : "the kernel did not complete the FUSE INIT exchange");
+		fuse_session_exit(w->se);
+		return NULL;
+	}
+	w->live = true;
+	alarm(0);
+	signal(SIGALRM, SIG_DFL);
+	if (!w->foreground)
+		fprintf(stderr, "iserfuse: %s\n", w->started);
+	report_ready(w->ready_fd);
+	w->ready_fd = -1;
+	/* Type=notify units: the mount is live (a no-op without $NOTIFY_SOCKET). */
+	sd_notifyf(0, "READY=1\nSTATUS=%s", w->started);
+	if (!w->foreground) {
+		if (chdir("/"))
+			log_warn("chdir /: %s", strerror(errno));
+		detach_stdio();
+		gw_logdest_notice(w->started);
+	}
+	pthread_mutex_unlock(&w->lock);
+	return NULL;
+}
+
+/* After the FUSE loop: true if the mount never went live (the watcher will say nothing more). */
+static bool live_watch_end(struct live_watch *w)
+{
+	pthread_mutex_lock(&w->lock);
+	bool was_live = w->live, told = w->given_up;
+	w->given_up = true;
+	pthread_mutex_unlock(&w->lock);
+	if (!was_live && !told)
+		fprintf(stderr, "iserfuse: the kernel ended the FUSE session on %s before it was live; nothing mounted\n",
+			w->mnt);
+	return !was_live;
 }
 
 /* Fork: the parent exits 0 once the child reports the mount ready, else with the child's status. */
@@ -723,8 +749,7 @@ static int daemon_fork(int *ready_fd)
 int main(int argc, char **argv)
 {
 	struct fuse_args args = FUSE_ARGS_INIT(argc, argv);
-	struct options o = {.cmd_timeout = -1, .noop_interval = -1, .noop_timeout = -1, .replacement_timeout = -1,
-			     .rescan_interval = -1};
+	struct options o = {0};
 	struct fuse_cmdline_opts cmd = {0};
 	struct iscsi_url url = {0};
 	struct gw_creds creds = {0};
@@ -732,10 +757,16 @@ int main(int argc, char **argv)
 	struct gw_config conf = {0};
 	struct iser_ctx *iser = NULL;
 	struct fuse_session *se = NULL;
+	struct live_watch watch = {.lock = PTHREAD_MUTEX_INITIALIZER, .ready_fd = -1};
 	char err[512] = "";
 	int ready_fd = -1, rc = 1, *sync_res = NULL;
 
 	signal(SIGPIPE, SIG_IGN); /* a closed connection is an error return, not a signal */
+	build_option_spec();
+	if (argc < 2) {
+		fprintf(stderr, "usage: iserfuse [options] URL MOUNTPOINT (iserfuse --help lists the options)\n");
+		goto out;
+	}
 	if (fuse_opt_parse(&args, &o, option_spec, opt_proc) == -1)
 		goto out;
 	gw_creds_scrub_argv(argc, argv); /* o.url keeps the only copy of any password */
@@ -746,13 +777,13 @@ int main(int argc, char **argv)
 	}
 	if (o.show_help) {
 		usage(stdout);
-		fuse_lowlevel_help();
+		fuse_help_but_ours();
 		rc = 0;
 		goto out;
 	}
 	if (apply_config(&o, &args, &conf))
 		goto out; /* nothing started yet */
-	if (o.log_level && set_log_level(o.log_level))
+	if (o.str[GW_OPT_LOG_LEVEL] && set_log_level(o.str[GW_OPT_LOG_LEVEL]))
 		goto out;
 	if (o.list) {
 		/* Discovery only: no mount point, no FUSE session. */
@@ -760,14 +791,15 @@ int main(int argc, char **argv)
 			fprintf(stderr, "iserfuse: --list takes one URL, iscsi://host[:port], and no mount point\n");
 			goto out;
 		}
-		rc = gw_list(o.url, o.initiator_name, o.login_timeout, o.secret_file);
+		rc = gw_list(o.url, o.str[GW_OPT_INITIATOR_NAME], (unsigned)optv(&o, GW_OPT_LOGIN_TIMEOUT),
+			     o.str[GW_OPT_SECRET_FILE]);
 		goto out;
 	}
 	if (fuse_parse_cmdline(&args, &cmd) != 0)
 		goto out;
 	if (!o.url || !cmd.mountpoint) {
-		fprintf(stderr, "iserfuse: %s\n", !o.url ? "missing URL and mount point" : "missing mount point");
-		usage(stderr);
+		fprintf(stderr, "iserfuse: %s; usage: iserfuse [options] URL MOUNTPOINT (iserfuse --help lists the options)\n",
+			!o.url ? "missing URL and mount point" : "missing mount point");
 		goto out;
 	}
 	if (iscsi_url_parse(o.url, true, &url, err, sizeof(err))) {
@@ -775,64 +807,56 @@ int main(int argc, char **argv)
 		goto out;
 	}
 	enum gw_transport tmode;
-	if (gw_transport_parse(o.transport, url.iser, &tmode)) {
+	if (gw_transport_parse(o.str[GW_OPT_TRANSPORT], url.iser, &tmode)) {
 		fprintf(stderr, "iserfuse: bad option 'transport=%s': auto, iser or tcp expected (not tcp with ?iser)\n",
-			o.transport);
+			o.str[GW_OPT_TRANSPORT]);
 		goto out;
 	}
 	explicit_bzero(o.url, strlen(o.url));
 	log_set_context(url.target); /* every line names the target (and the LUN where it is about one) */
-	if (gw_creds_load(&creds, &url, o.secret_file))
+	if (gw_creds_load(&creds, &url, o.str[GW_OPT_SECRET_FILE]))
 		goto out;
 	iscsi_url_wipe(&url);
 	struct iscsi_neg_config digest_check;
 	iscsi_neg_config_default(&digest_check);
 	if (set_digests(&digest_check, &url, &o))
 		goto out; /* a bad digest option fails before anything starts */
-	struct stat st;
-	if (stat(cmd.mountpoint, &st) || !S_ISDIR(st.st_mode)) {
-		fprintf(stderr, "iserfuse: mount point %s is not a directory\n", cmd.mountpoint);
+	if (gw_mountpoint_check(cmd.mountpoint))
 		goto out;
-	}
+	struct stat st;
+	if (stat(cmd.mountpoint, &st))
+		goto out;
+	watch.under = st.st_dev;
 	if (cmd.debug)
 		log_set_level(LOG_LVL_DEBUG);
+	if (!cmd.foreground && gw_logdest_prepare(o.str[GW_OPT_LOG_FILE]))
+		goto out;
 
-	unsigned qd = o.queue_depth ? o.queue_depth : DEFAULT_QUEUE_DEPTH;
-	size_t max_io = (size_t)(o.max_io_kib ? o.max_io_kib : DEFAULT_MAX_IO / 1024) * 1024;
-	if (o.rescan_interval < -1 || o.rescan_interval > 86400) {
-		fprintf(stderr, "iserfuse: rescan_interval must be 0..86400 s\n");
-		goto out;
+	/* Every numeric option was checked against its range by opt_proc. */
+	unsigned qd = (unsigned)optv(&o, GW_OPT_QUEUE_DEPTH);
+	size_t max_io = (size_t)optv(&o, GW_OPT_MAX_IO_KIB) * 1024;
+	size_t kernel_max_io = gw_fuse_max_io();
+	if (max_io > kernel_max_io) {
+		log_warn("max_io_kib=%zu is more than this kernel's FUSE allows (/proc/sys/fs/fuse/max_pages_limit): "
+			 "using %zu", max_io / 1024, kernel_max_io / 1024);
+		max_io = kernel_max_io;
 	}
-	if (o.cmd_timeout > 86400 || o.noop_interval > 3600 || o.noop_timeout > 3600 || o.noop_timeout == 0) {
-		fprintf(stderr, "iserfuse: cmd_timeout must be 0..86400 s, noop_interval 0..3600 s, noop_timeout 1..3600 s\n");
-		goto out;
-	}
-	if (o.replacement_timeout > 86400) {
-		fprintf(stderr, "iserfuse: replacement_timeout must be 0..86400 s\n");
-		goto out;
-	}
-	if (qd > 4096 || max_io < 4096 || max_io > 4u * 1024 * 1024 || max_io % 4096) {
-		fprintf(stderr, "iserfuse: queue_depth must be 1..4096 and max_io_kib a multiple of 4 in 4..4096\n");
-		goto out;
-	}
-	unsigned long long cache_bytes = DEFAULT_CACHE_SIZE;
-	if (o.cache_size && parse_size(o.cache_size, &cache_bytes)) {
-		fprintf(stderr, "iserfuse: bad option 'cache_size=%s': a size in bytes (K, M, G suffixes) up to 1T expected\n",
-			o.cache_size);
-		goto out;
-	}
+	unsigned long long cache_bytes = (unsigned long long)optv(&o, GW_OPT_CACHE_SIZE);
 	g.max_io = max_io;
-	g.writeback = o.writeback && cache_bytes;
-	g.ro = o.ro;
+	g.writeback = o.given[GW_OPT_WRITEBACK] && cache_bytes;
+	g.ro = o.given[GW_OPT_RO];
 	g.uid = getuid();
 	g.gid = getgid();
-	g.umask = o.has_umask ? (mode_t)o.umask : 077;
+	g.umask = (mode_t)optv(&o, GW_OPT_UMASK);
 	clock_gettime(CLOCK_REALTIME, &g.mtime);
 
-	char maxread[64];
+	char maxread[64], fsname[3 * (ISCSI_URL_HOST_MAX + ISCSI_NAME_MAX) + 64];
 	snprintf(maxread, sizeof(maxread), "-omax_read=%zu", max_io);
 	fuse_opt_add_arg(&args, maxread);
 	fuse_opt_add_arg(&args, "-osubtype=iserfuse");
+	gw_fsname_opt(&url, fsname, sizeof(fsname)); /* findmnt and df show the URL, without credentials */
+	fuse_opt_add_arg(&args, "-o");
+	fuse_opt_add_arg(&args, fsname);
 	/* Validates the FUSE options (unknown ones fail here, before anything else). */
 	se = fuse_session_new(&args, &gw_ops, sizeof(gw_ops), &g);
 	if (!se)
@@ -843,7 +867,7 @@ int main(int argc, char **argv)
 	if (!cmd.foreground && daemon_fork(&ready_fd))
 		goto out;
 
-	unsigned login_timeout = o.login_timeout ? o.login_timeout : 15;
+	unsigned login_timeout = (unsigned)optv(&o, GW_OPT_LOGIN_TIMEOUT);
 	signal(SIGALRM, startup_watchdog);
 	alarm(2 * login_timeout + 5);
 
@@ -852,15 +876,15 @@ int main(int argc, char **argv)
 		.port = url.port,
 		.queue_depth = qd,
 		.timeout_ms = (int)login_timeout * 1000,
-		.cmd_timeout_ms = (o.cmd_timeout < 0 ? 30 : o.cmd_timeout) * 1000,
-		.noop_interval_ms = (o.noop_interval < 0 ? 5 : o.noop_interval) * 1000,
-		.noop_timeout_ms = (o.noop_timeout < 0 ? 5 : o.noop_timeout) * 1000,
-		.replacement_timeout_ms = (o.replacement_timeout < 0 ? 120 : o.replacement_timeout) * 1000,
+		.cmd_timeout_ms = (int)optv(&o, GW_OPT_CMD_TIMEOUT) * 1000,
+		.noop_interval_ms = (int)optv(&o, GW_OPT_NOOP_INTERVAL) * 1000,
+		.noop_timeout_ms = (int)optv(&o, GW_OPT_NOOP_TIMEOUT) * 1000,
+		.replacement_timeout_ms = (int)optv(&o, GW_OPT_REPLACEMENT_TIMEOUT) * 1000,
 	};
 	snprintf(sc.host, sizeof(sc.host), "%s", url.host);
 	snprintf(sc.target_name, sizeof(sc.target_name), "%s", url.target);
-	if (o.initiator_name)
-		snprintf(sc.initiator_name, sizeof(sc.initiator_name), "%s", o.initiator_name);
+	if (o.str[GW_OPT_INITIATOR_NAME])
+		snprintf(sc.initiator_name, sizeof(sc.initiator_name), "%s", o.str[GW_OPT_INITIATOR_NAME]);
 	else if (gw_default_initiator_name(sc.initiator_name, sizeof(sc.initiator_name)))
 		log_info("cannot keep the generated initiator name; using %s", sc.initiator_name);
 	iscsi_neg_config_default(&sc.neg);
@@ -871,7 +895,8 @@ int main(int argc, char **argv)
 	/* Each block request holds one slice and one command at a time: more slices than
 	 * task slots would only make requests wait for a task instead of a slice.  The
 	 * pool exists before the session: iSER registers it at the first connect. */
-	unsigned slices = o.pool_slices && o.pool_slices < qd ? o.pool_slices : qd;
+	unsigned slices = o.given[GW_OPT_POOL_SLICES] && optv(&o, GW_OPT_POOL_SLICES) < qd ?
+				  (unsigned)optv(&o, GW_OPT_POOL_SLICES) : qd;
 	if (slices < 2)
 		slices = 2;
 	size_t cache_block = CACHE_BLOCK_MAX; /* a power of two, at most one request */
@@ -881,10 +906,13 @@ int main(int argc, char **argv)
 	unsigned cache_slices =
 		(unsigned)((cache_bytes + (unsigned long long)cache_per_slice * cache_block - 1) /
 			   ((unsigned long long)cache_per_slice * cache_block));
-	int prc = buf_pool_create(&g.pool, max_io + 4 * BLOCK_SIZE_MAX, slices + cache_slices);
+	size_t slice_bytes = max_io + 4 * BLOCK_SIZE_MAX;
+	int prc = buf_pool_create(&g.pool, slice_bytes, slices + cache_slices);
 	if (prc) {
-		fprintf(stderr, "iserfuse: cannot allocate the buffer pool (%u x %zu bytes): %s\n", slices,
-			max_io + 4 * BLOCK_SIZE_MAX, strerror(-prc));
+		fprintf(stderr, "iserfuse: cannot allocate the buffer pool of %llu MiB (%u payload slices for queue_depth "
+			"and pool_slices + %u cache slices for cache_size, %zu bytes each): %s\n",
+			((unsigned long long)(slices + cache_slices) * slice_bytes) >> 20, slices, cache_slices,
+			slice_bytes, strerror(-prc));
 		gw_creds_wipe_session(&sc);
 		goto out;
 	}
@@ -901,7 +929,7 @@ int main(int argc, char **argv)
 		buf_pool_destroy(g.pool);
 		goto out;
 	}
-	g.retry_budget_ms = (uint32_t)(o.cmd_timeout > 0 ? o.cmd_timeout : 30) * 1000u;
+	g.retry_budget_ms = (uint32_t)(optv(&o, GW_OPT_CMD_TIMEOUT) > 0 ? optv(&o, GW_OPT_CMD_TIMEOUT) : 30) * 1000u;
 	block_stop_signals(&oldmask);
 	int qrc = blk_retry_create(&g.retry);
 	pthread_sigmask(SIG_SETMASK, &oldmask, NULL);
@@ -927,19 +955,25 @@ int main(int argc, char **argv)
 		fprintf(stderr, "iserfuse: cannot mount on %s\n", cmd.mountpoint);
 		goto out_session;
 	}
-	alarm(0);
-	signal(SIGALRM, SIG_DFL);
-	report_ready(ready_fd);
+	watch.ready_fd = ready_fd;
 	ready_fd = -1;
-	/* Type=notify units: the mount is live (a no-op without $NOTIFY_SOCKET). */
-	sd_notifyf(0, "READY=1\nSTATUS=%zu LUN(s) of %s mounted on %s", g.nluns, url.target, cmd.mountpoint);
-	if (!cmd.foreground) {
-		if (chdir("/"))
-			log_warn("chdir /: %s", strerror(errno));
-		detach_stdio();
+	watch.foreground = cmd.foreground;
+	watch.mnt = cmd.mountpoint;
+	watch.se = se;
+	snprintf(watch.started, sizeof(watch.started), "%zu LUN(s) of %s mounted on %s%s%s", g.nluns, url.target,
+		 cmd.mountpoint, cmd.foreground ? "" : "; ", cmd.foreground ? "" : gw_logdest_name());
+	pthread_t watcher;
+	block_stop_signals(&oldmask);
+	int wrc = pthread_create(&watcher, NULL, live_watch_run, &watch);
+	pthread_sigmask(SIG_SETMASK, &oldmask, NULL);
+	if (wrc) {
+		fprintf(stderr, "iserfuse: cannot start a thread: %s\n", strerror(wrc));
+		fuse_session_unmount(se);
+		goto out_session;
 	}
+	pthread_detach(watcher);
 
-	unsigned rescan_s = o.rescan_interval < 0 ? 5u : (unsigned)o.rescan_interval;
+	unsigned rescan_s = (unsigned)optv(&o, GW_OPT_RESCAN_INTERVAL);
 	block_stop_signals(&oldmask);
 	int rsrc = gw_rescan_start(&g, rescan_s);
 	pthread_sigmask(SIG_SETMASK, &oldmask, NULL);
@@ -958,6 +992,7 @@ int main(int argc, char **argv)
 		lrc = fuse_session_loop_mt(se, lc);
 		fuse_loop_cfg_destroy(lc);
 	}
+	bool never_live = live_watch_end(&watch);
 	sd_notify(0, "STOPPING=1");
 	stop_signals = stop_signals ? stop_signals : 1; /* from now on the next stop signal ends the daemon */
 	gw_rescan_stop(&g);
@@ -989,7 +1024,7 @@ int main(int argc, char **argv)
 		 (unsigned long long)ss.commands, (unsigned long long)ss.bytes_read,
 		 (unsigned long long)ss.bytes_written, ss.max_outstanding, buf_pool_max_in_use(g.pool),
 		 buf_pool_nslices(g.pool));
-	rc = lrc < 0 || unsynced ? 1 : 0;
+	rc = lrc < 0 || unsynced || never_live ? 1 : 0;
 out_session:
 	/* Completions still to come (the close below aborts what is left) must
 	 * not reach the retry queue: detach it from every LUN first. */
@@ -1013,17 +1048,7 @@ out:
 	iscsi_url_wipe(&url);
 	gw_creds_wipe(&creds);
 	free(cmd.mountpoint);
-	if (o.url)
-		explicit_bzero(o.url, strlen(o.url));
-	free(o.url);
-	free(o.secret_file);
-	free(o.transport);
-	free(o.cache_size);
-	free(o.initiator_name);
-	free(o.header_digest);
-	free(o.data_digest);
-	free(o.config);
-	free(o.log_level);
+	free_options(&o);
 	gw_config_free(&conf);
 	fuse_opt_free_args(&args);
 	return rc;

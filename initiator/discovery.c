@@ -434,7 +434,8 @@ int iscsi_discover(const struct iscsi_discovery_config *cfg, struct iscsi_disc_l
 		goto out_close;
 	rc = iscsi_sendtargets_parse(text, len, out);
 	if (rc) {
-		snprintf(err, err_cap, "discovery: malformed SendTargets answer from %s:%u", cfg->host, cfg->port);
+		snprintf(err, err_cap, "discovery: malformed SendTargets answer from " ISCSI_HOSTPORT_FMT,
+			 ISCSI_HOSTPORT_ARGS(cfg->host, cfg->port));
 		goto out_close;
 	}
 	if (out->truncated)

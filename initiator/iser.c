@@ -54,6 +54,7 @@
 
 #include "be.h"
 #include "cancel.h"
+#include "url.h"
 #include "evthread.h"
 #include "log.h"
 #include "pdu.h"
@@ -353,7 +354,7 @@ static int iser_connect(struct iscsi_transport **out, void *vctx, const char *ho
 	c->base.ops = &iscsi_iser_transport;
 	c->ctx = x;
 	iscsi_evthread_init(&c->ev);
-	snprintf(c->peer, sizeof(c->peer), "%s:%u", host, port);
+	snprintf(c->peer, sizeof(c->peer), ISCSI_HOSTPORT_FMT, ISCSI_HOSTPORT_ARGS(host, port));
 	int64_t deadline = now_ms() + (timeout_ms > 0 ? timeout_ms : 10000);
 	int rc;
 	struct rdma_cm_event *ev = NULL;

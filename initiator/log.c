@@ -7,6 +7,7 @@
 
 static enum log_level max_level = LOG_LVL_WARN;
 static bool to_syslog;
+static log_sink_fn sink;
 static char context[240];
 
 void log_set_level(enum log_level level) { max_level = level; }
@@ -15,6 +16,8 @@ void log_set_context(const char *ctx)
 {
 	snprintf(context, sizeof(context), "%s%s", ctx ? ctx : "", ctx && ctx[0] ? ": " : "");
 }
+
+void log_set_sink(log_sink_fn fn) { sink = fn; }
 
 void log_use_syslog(bool on)
 {
@@ -33,7 +36,11 @@ void log_msg(enum log_level level, const char *fmt, ...)
 	va_start(ap, fmt);
 	vsnprintf(line, sizeof(line), fmt, ap);
 	va_end(ap);
-	if (to_syslog)
+	if (sink) {
+		char full[sizeof(context) + sizeof(line)];
+		snprintf(full, sizeof(full), "%s%s", context, line);
+		sink(level, full);
+	} else if (to_syslog)
 		syslog(prio[level], "%s%s", context, line);
 	else
 		fprintf(stderr, "iserfuse: %s%s\n", context, line);

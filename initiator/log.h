@@ -12,6 +12,14 @@ enum log_level { LOG_LVL_ERR = 0, LOG_LVL_WARN = 1, LOG_LVL_INFO = 2, LOG_LVL_DE
 
 /* Messages above `level` are dropped; default LOG_LVL_WARN. */
 void log_set_level(enum log_level level);
+/*
+ * A place for messages other than stderr and syslog (the daemon's journal
+ * or log file): fn gets each line that passes the level, context included,
+ * without "iserfuse: " and newline; it must be thread-safe.  NULL: back to
+ * stderr (or syslog).  Call before other threads log.
+ */
+typedef void (*log_sink_fn)(enum log_level level, const char *line);
+void log_set_sink(log_sink_fn fn);
 /* Send messages to syslog(3) instead of stderr (after daemonizing). */
 void log_use_syslog(bool on);
 /*

@@ -18,6 +18,7 @@
 
 #include "be.h"
 #include "cancel.h"
+#include "url.h"
 #include "latency.h"
 #include "log.h"
 
@@ -1148,7 +1149,7 @@ static void hook_conn_lost(void *arg, int err)
 	struct iscsi_session *s = arg;
 	pthread_mutex_lock(&s->lock);
 	if (err && !s->logout_done && !s->closing)
-		log_err("connection to %s:%u lost: %s", s->cfg.host, s->cfg.port,
+		log_err("connection to " ISCSI_HOSTPORT_FMT " lost: %s", ISCSI_HOSTPORT_ARGS(s->cfg.host, s->cfg.port),
 			s->drop_reason ? s->drop_reason : strerror(-err));
 	if (err && !s->closing && s->state != SS_CLOSED) {
 		lose_connection(s, err);
@@ -1345,8 +1346,8 @@ static int connect_login(struct iscsi_session *s, int timeout_ms, int64_t deadli
 			break;
 		}
 		bool permanent = lr->status_detail == 0x02;
-		log_warn("login to %s:%u redirected %s to %s:%u", host, port, permanent ? "permanently" : "temporarily",
-			 nhost, nport);
+		log_warn("login to " ISCSI_HOSTPORT_FMT " redirected %s to " ISCSI_HOSTPORT_FMT, ISCSI_HOSTPORT_ARGS(host, port),
+			 permanent ? "permanently" : "temporarily", ISCSI_HOSTPORT_ARGS(nhost, nport));
 		snprintf(host, sizeof(host), "%s", nhost);
 		port = nport;
 		if (permanent) {
@@ -1468,9 +1469,9 @@ static void check_replacement(struct iscsi_session *s, int64_t now)
 	pthread_cond_broadcast(&s->slot_cv);
 	pthread_cond_broadcast(&s->state_cv);
 	unsigned n = complete_tasks(s, pick_any, -ETIMEDOUT);
-	log_err("session to %s:%u down for %lld ms (%s), replacement timeout: %u commands failed; new I/O fails "
-		"until the target is back",
-		s->cfg.host, s->cfg.port, (long long)(now - s->lost_ms), loss_what(s), n);
+	log_err("session to " ISCSI_HOSTPORT_FMT " down for %lld ms (%s), replacement timeout: %u commands failed; "
+		"new I/O fails until the target is back",
+		ISCSI_HOSTPORT_ARGS(s->cfg.host, s->cfg.port), (long long)(now - s->lost_ms), loss_what(s), n);
 }
 
 /* Sleep until `until` (CLOCK_MONOTONIC ms) or closing, minding the replacement timeout.  Lock held. */
@@ -1546,7 +1547,8 @@ static void recover(struct iscsi_session *s)
 		}
 		if (rc == 0)
 			break;
-		log_debug("reconnect attempt %u to %s:%u: %s", attempts, s->cfg.host, s->cfg.port, err);
+		log_debug("reconnect attempt %u to " ISCSI_HOSTPORT_FMT ": %s", attempts,
+			  ISCSI_HOSTPORT_ARGS(s->cfg.host, s->cfg.port), err);
 		delay = delay ? 2 * delay : RECONNECT_BASE_MS;
 		if (delay > RECONNECT_MAX_MS)
 			delay = RECONNECT_MAX_MS;
@@ -1565,7 +1567,8 @@ static void recover(struct iscsi_session *s)
 	int rc = nt->ops->start(nt, &session_hooks, s, &s->params);
 	pthread_mutex_lock(&s->lock);
 	if (rc) {
-		log_err("cannot start the new connection to %s:%u: %s", s->cfg.host, s->cfg.port, strerror(-rc));
+		log_err("cannot start the new connection to " ISCSI_HOSTPORT_FMT ": %s",
+			ISCSI_HOSTPORT_ARGS(s->cfg.host, s->cfg.port), strerror(-rc));
 		if (s->state == SS_STARTING)
 			s->state = SS_DOWN; /* nt is reaped and the next attempt made by the caller */
 		s->reconnect_delay_ms = RECONNECT_MAX_MS; /* not at once: it would fail the same way */
@@ -1578,8 +1581,8 @@ static void recover(struct iscsi_session *s)
 	s->state = SS_UP;
 	s->fail_fast = false;
 	s->stats.reconnects++;
-	log_warn("session to %s:%u reinstated after %s: down %lld ms, %u commands re-issued, %u connect attempts",
-		 s->cfg.host, s->cfg.port, loss_what(s), (long long)(iscsi_now_ms() - s->lost_ms), n,
+	log_warn("session to " ISCSI_HOSTPORT_FMT " reinstated after %s: down %lld ms, %u commands re-issued, "
+		 "%u connect attempts", ISCSI_HOSTPORT_ARGS(s->cfg.host, s->cfg.port), loss_what(s), (long long)(iscsi_now_ms() - s->lost_ms), n,
 		 attempts);
 	s->lost_ms = 0;
 	pthread_cond_broadcast(&s->slot_cv);

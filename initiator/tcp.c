@@ -41,6 +41,7 @@
 
 #include "cancel.h"
 #include "crc32c.h"
+#include "url.h"
 #include "evthread.h"
 #include "log.h"
 #include "transport.h"
@@ -144,7 +145,8 @@ static int tcp_connect(struct iscsi_transport **out, void *ctx, const char *host
 	}
 	freeaddrinfo(ai);
 	if (fd < 0) {
-		snprintf(err, err_cap, "cannot connect to %s:%u: %s", host, port, strerror(-last));
+		snprintf(err, err_cap, "cannot connect to " ISCSI_HOSTPORT_FMT ": %s", ISCSI_HOSTPORT_ARGS(host, port),
+			 strerror(-last));
 		return last;
 	}
 	int one = 1;
@@ -158,7 +160,7 @@ static int tcp_connect(struct iscsi_transport **out, void *ctx, const char *host
 	c->base.ops = &iscsi_tcp_transport;
 	c->fd = fd;
 	iscsi_evthread_init(&c->ev);
-	snprintf(c->peer, sizeof(c->peer), "%s:%u", host, port);
+	snprintf(c->peer, sizeof(c->peer), ISCSI_HOSTPORT_FMT, ISCSI_HOSTPORT_ARGS(host, port));
 	*out = &c->base;
 	return 0;
 }

@@ -12,6 +12,7 @@
 
 #include <stdbool.h>
 #include <stddef.h>
+#include <string.h>
 
 #define ISCSI_URL_HOST_MAX 256
 #define ISCSI_NAME_MAX 224 /* RFC 7143 §4.2.7.1: iSCSI names are at most 223 bytes */
@@ -41,6 +42,15 @@ struct iscsi_url {
  * long is -EINVAL.
  */
 int iscsi_url_parse(const char *text, bool need_target, struct iscsi_url *out, char *err, size_t err_cap);
+
+/*
+ * A portal in messages, "host:port" or "[v6-address]:port" (RFC 3986
+ * section 3.2.2): printf("... " ISCSI_HOSTPORT_FMT " ...", ISCSI_HOSTPORT_ARGS(host, port)).
+ * host is evaluated more than once.
+ */
+#define ISCSI_HOSTPORT_FMT "%s%s%s:%u"
+#define ISCSI_HOSTPORT_ARGS(host, port) \
+	(strchr((host), ':') ? "[" : ""), (host), (strchr((host), ':') ? "]" : ""), (unsigned)(port)
 
 /* Wipe the credentials in `u`, mutual ones included (explicit_bzero). */
 void iscsi_url_wipe(struct iscsi_url *u);

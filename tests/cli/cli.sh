@@ -90,13 +90,57 @@ stat_of() { awk -v k="$2" '$1 == k { print $2 }' "$1/.stats"; }
 
 # ---------------------------------------------------------------- --help, --version
 "$iserfuse" --help >"$work/help" 2>&1 || true
-missing=
-for opt in config initiator_name ro queue_depth max_io_kib pool_slices login_timeout cmd_timeout \
-	noop_interval noop_timeout header_digest data_digest secret_file log_level umask allow_other; do
-	line=$(grep -E -- "-o $opt([= ]|$)" "$work/help" | head -n 1)
-	[[ $line == *default* ]] || missing="$missing $opt"
-done
-check_eq "--help lists every option with its default" "${missing# }" ""
+# One table (gateway/options.c) drives --help and must match the man page:
+# every -o key --help shows, with its "(default D, MIN..MAX)", is in the
+# man page's OPTIONS with the same words, and the other way round.
+python3 - "$work/help" "$manpage" >"$work/table.out" 2>&1 <<'PY' || true
+import re, sys
+helptext = open(sys.argv[1]).read().split("\n\n")
+entries, cur = {}, None
+for block in helptext:
+    if "iserfuse options:" in block:
+        for line in block.splitlines():
+            m = re.match(r"    -o ([a-z_]+)[= ]", line + " ")
+            if m and "," not in line.split()[1]:
+                cur = m.group(1)
+                entries[cur] = line
+            elif cur and line.startswith("      "):
+                entries[cur] += " " + line.strip()
+            else:
+                cur = None
+defaults = {}
+for k, text in entries.items():
+    m = re.search(r"(\(default [^()]*\))$", text)
+    defaults[k] = m.group(1) if m else None
+man = open(sys.argv[2]).read()
+opts = man.split("\n.SH OPTIONS\n", 1)[1].split("\n.SH ", 1)[0]
+man_keys = {}
+for para in opts.split("\n.TP\n")[1:]:
+    head, _, body = para.partition("\n")
+    if "_netdev" in head:
+        continue  # fstab words, not iserfuse options
+    body = re.sub(r"\s+", " ", body.replace("\\-", "-"))
+    for key in re.findall(r'(?:\\-o\s*"?\s*|\\fR, "\s*")([a-z_]+)', head):
+        man_keys[key] = body
+bad = []
+for k, d in sorted(defaults.items()):
+    if d is None:
+        bad.append("--help: %s has no (default ...)" % k)
+    elif k not in man_keys:
+        bad.append("man page: no entry for -o %s" % k)
+    elif d not in man_keys[k]:
+        bad.append("man page: -o %s lacks '%s'" % (k, d))
+for k in sorted(set(man_keys) - set(defaults)):
+    bad.append("--help: no entry for -o %s (in the man page)" % k)
+print("\n".join(bad) if bad else "same %d keys" % len(defaults))
+PY
+check_eq "--help and the man page list the same -o keys, defaults and ranges" "$(cat "$work/table.out")" "same 22 keys"
+check_eq "--help shows the CHAP sources once" "$(grep -c 'CHAP credentials come from' "$work/help")" 1
+check_eq "--help shows allow_other once" "$(grep -c -- '-o allow_other' "$work/help")" 1
+rc=0
+"$iserfuse" >"$work/noargs" 2>&1 || rc=$?
+check_eq "no arguments: exit 1" "$rc" 1
+check_eq "no arguments: one usage line" "$(wc -l <"$work/noargs") $(head -c 6 "$work/noargs")" "1 usage:"
 check "--help shows the FUSE options too" grep -q -- "-o auto_unmount" "$work/help"
 check "--help shows the configuration-section form" grep -q "NAME \[MOUNTPOINT\]" "$work/help"
 
@@ -108,6 +152,33 @@ ibv_run=${ibv_run##*.so.}
 check "--version names libfuse $fuse_ver" grep -qx "libfuse $fuse_ver (built against ${fuse_ver%.*})" "$work/version"
 check "--version names libibverbs $ibv_build at build time" grep -q "^libibverbs $ibv_build at build time (rdma-core ${ibv_build#*.*.})" "$work/version"
 check "--version names libibverbs $ibv_run at run time" grep -q "^libibverbs $ibv_run at run time" "$work/version"
+
+# ---------------------------------------------------------------- every option's range
+# A bad value is one line naming option, value and range, exit 1, before
+# anything starts (the URL's portal is never contacted: 192.0.2.1 is TEST-NET).
+for bad in "login_timeout=-5|1..3600" "login_timeout=0|1..3600" "queue_depth=0|1..4096" \
+	"max_io_kib=0|4..4096" "pool_slices=0|2..4096" "rescan_interval=-1|0..86400" "noop_interval=1.5|0..3600" \
+	"queue_depth=5000|1..4096" "max_io_kib=6|4..4096" "login_timeout=99999999999999999999|1..3600" \
+	"cache_size=2T|0..1024G" "umask=0999|0..0777" "cmd_timeout=x|0..86400"; do
+	kv=${bad%|*}
+	range=${bad#*|}
+	rc=0
+	timeout 10 "$iserfuse" -o "$kv" iscsi://192.0.2.1/iqn.2026-11.org.example:none "$mnt" >"$work/out" 2>&1 || rc=$?
+	check_eq "-o $kv: exit 1, one line naming option, value and range" \
+		"$rc $(wc -l <"$work/out") $(grep -c "^iserfuse: bad option '$kv': .* in $range expected$" "$work/out")" "1 1 1"
+done
+printf 'options = queue_depth=16,noop_timeout=0\n' >"$work/range.conf"
+rc=0
+timeout 10 "$iserfuse" -o "config=$work/range.conf" iscsi://192.0.2.1/iqn.2026-11.org.example:none "$mnt" >"$work/out" 2>&1 || rc=$?
+check_eq "a bad value in the configuration file: one line naming the file, exit 1" \
+	"$rc $(wc -l <"$work/out") $(grep -c "^iserfuse: $work/range.conf: bad option 'noop_timeout=0': an integer in 1..3600 expected$" "$work/out")" "1 1 1"
+
+# IPv6 portals keep their brackets in messages.
+v6port=$(free_port)
+rc=0
+timeout 20 "$iserfuse" -o login_timeout=2 "iscsi://[::1]:$v6port/iqn.2026-11.org.example:none" "$mnt" >"$work/out" 2>&1 || rc=$?
+check "an IPv6 portal in a message keeps its brackets ([::1]:$v6port), exit $rc" grep -q "\[::1\]:$v6port" "$work/out" ||
+	note "$work/out"
 
 # ---------------------------------------------------------------- target
 if ! tgtd_start "$work/tgt" 16M 0 >"$work/tgt.out" 2>&1; then
@@ -217,6 +288,96 @@ printf 'options = ro\n[rolab]\nurl = %s\noptions = initiator_name=%s\n' "$url" "
 if run_ok "options = ro in the file's global part" "$iserfuse" -o "config=$work/ro.conf" rolab "$mnt"; then
 	check "the file's ro reaches the kernel mount" grep -qE " $mnt fuse.iserfuse ro[, ]" /proc/mounts
 	check_eq "the file's ro: lun1 is 0400" "$(stat -c %a "$mnt/lun1")" 400
+	unmount "$mnt" || true
+fi
+
+# ---------------------------------------------------------------- exit 0 means mounted; the mount point
+# max_io_kib above the kernel's limit (max_pages_limit pages): lowered with a warning, and mounted.
+kmax=$(( $(cat /proc/sys/fs/fuse/max_pages_limit 2>/dev/null || echo 256) * $(getconf PAGESIZE) ))
+((kmax > 1048576)) && kmax=1048576 # libfuse before 3.17 reads 256 pages at most
+big=$((kmax / 1024 * 2))
+rc=0
+timeout -k 5 60 "$iserfuse" -o "max_io_kib=$big,initiator_name=$initiator" "$url" "$mnt" >"$work/out" 2>&1 || rc=$?
+if ((rc == 0)) && is_mounted "$mnt"; then pass "-o max_io_kib=$big (above the kernel's $((kmax / 1024)) KiB): exit 0 and mounted"; else
+	fail "-o max_io_kib=$big (above the kernel's $((kmax / 1024)) KiB): exit 0 and mounted (exit $rc)"
+	note "$work/out"
+fi
+check "-o max_io_kib=$big: one warning says it was lowered to $((kmax / 1024))" \
+	grep -q "max_io_kib=$big is more than this kernel's FUSE allows.*using $((kmax / 1024))$" "$work/out"
+check "-o max_io_kib=$big: the kernel mount has max_read=$kmax" grep -qE " $mnt fuse.iserfuse .*max_read=$kmax( |,)" /proc/mounts
+check "-o max_io_kib=$big: a $((2 * kmax))-byte O_DIRECT write reaches lun1" \
+	dd if=/dev/zero of="$mnt/lun1" bs=$((2 * kmax)) seek=$((8388608 / (2 * kmax))) count=1 oflag=direct conv=notrunc status=none
+check_eq "findmnt shows the URL as the source" "$(findmnt -no SOURCE "$mnt")" "$url"
+check_eq "findmnt shows type fuse.iserfuse" "$(findmnt -no FSTYPE "$mnt")" fuse.iserfuse
+rc=0
+timeout -k 5 60 "$iserfuse" -o "initiator_name=$initiator" "$url" "$mnt" >"$work/out" 2>&1 || rc=$?
+check_eq "a second mount on a mount point with an iserfuse mount: exit 1, one line, one mount" \
+	"$rc $(grep -c "^iserfuse: $mnt already holds an iserfuse mount ($url): unmount it first (fusermount3 -u $mnt)$" "$work/out") $(grep -c " $mnt " /proc/mounts)" "1 1 1"
+unmount "$mnt" || true
+
+# A mount point whose daemon was killed: the real error and how to clear it.
+"$iserfuse" -f -o "initiator_name=$initiator" "$url" "$mnt" >"$work/killed.log" 2>&1 &
+victim=$!
+for _ in $(seq 100); do is_mounted "$mnt" && break; sleep 0.1; done
+kill -9 "$victim" 2>/dev/null || true
+wait "$victim" 2>/dev/null || true
+run_fail1_any() { # like run_fail1, but the mount point may stay mounted (stale)
+	local what=$1 pattern=$2 rc=0
+	shift 2
+	timeout -k 5 60 "$@" >"$work/out" 2>&1 || rc=$?
+	if ((rc == 1)) && grep -qE -- "$pattern" "$work/out" && [[ $(wc -l <"$work/out") == 1 ]]; then pass "$what"; else
+		fail "$what (exit $rc)"
+		note "$work/out"
+	fi
+}
+run_fail1_any "a stale mount point (daemon killed): its error and fusermount3 -u, exit 1" \
+	"^iserfuse: mount point $mnt: Transport endpoint is not connected .*fusermount3 -u $mnt\)$" \
+	"$iserfuse" -o "initiator_name=$initiator" "$url" "$mnt"
+fusermount3 -u "$mnt" 2>/dev/null || umount -l "$mnt" 2>/dev/null || true
+# A mount point the user may not enter: Permission denied, not "not a directory".
+if command -v setpriv >/dev/null && setpriv --reuid=65534 --regid=65534 --clear-groups test -x "$iserfuse"; then
+	ne=$(mktemp -d /tmp/iserfuse-cli-ne.XXXXXX)
+	chmod 711 "$ne"
+	mkdir "$ne/noenter"
+	chmod 600 "$ne/noenter"
+	run_fail1_any "a mount point the user may not enter: Permission denied, exit 1" \
+		"^iserfuse: mount point $ne/noenter: Permission denied$" \
+		setpriv --reuid=65534 --regid=65534 --clear-groups "$iserfuse" -o "initiator_name=$initiator" "$url" "$ne/noenter"
+	rm -rf "$ne"
+else
+	echo "# setpriv missing or the build not reachable by nobody: the unenterable mount point is not checked"
+fi
+
+# ---------------------------------------------------------------- where a background daemon's messages go
+rc=0
+timeout -k 5 60 "$iserfuse" -o "log_file=$work/daemon.log,log_level=info,initiator_name=$initiator" "$url" "$mnt" \
+	>"$work/bg.out" 2>&1 || rc=$?
+check_eq "-o log_file: exit 0, mounted" "$rc $(is_mounted "$mnt" && echo mounted)" "0 mounted"
+check "-o log_file: the start-up line says where messages go" \
+	grep -q "^iserfuse: 1 LUN(s) of $TGT_IQN mounted on $mnt; messages go to $work/daemon.log$" "$work/bg.out"
+check_eq "with the defaults .stats pool_bytes is the man page's 132 MiB (payload and cache slices)" \
+	"$(stat_of "$mnt" pool_bytes) $(grep -c '256 \\(mu 528 KiB = 132 MiB with the defaults' "$manpage")" "138412032 1"
+unmount "$mnt" || true
+for _ in $(seq 50); do grep -q "pool slices in use" "$work/daemon.log" 2>/dev/null && break; sleep 0.1; done
+check "-o log_file: the daemon's lines after the fork reach the file (start-up and stop)" \
+	bash -c "grep -q 'info: 1 LUN(s) of $TGT_IQN mounted on' '$work/daemon.log' && grep -q 'info: $TGT_IQN: .*pool slices in use' '$work/daemon.log'"
+rc=0
+timeout -k 5 60 "$iserfuse" -o "initiator_name=$initiator" "$url" "$mnt" >"$work/bg.out" 2>&1 || rc=$?
+if [[ -S /run/systemd/journal/socket ]]; then
+	check "without log_file (journal here): the start-up line names the journal" grep -q "messages go to the systemd journal" "$work/bg.out"
+elif [[ -S /dev/log ]]; then
+	check "without log_file (syslog here): the start-up line names syslog" grep -q "messages go to syslog" "$work/bg.out"
+else
+	check "without log_file, journal or syslog: the start-up line says messages are lost and how to keep them" \
+		grep -q "messages are lost: no systemd journal and no syslog here (-o log_file=PATH keeps them)" "$work/bg.out"
+fi
+unmount "$mnt" || true
+rc=0
+timeout -k 5 60 "$iserfuse" -o "initiator_name=$initiator,cache_size=100G" "$url" "$mnt" >"$work/out" 2>&1 || rc=$?
+if ((rc == 1)); then
+	check "cache_size=100G: the pool error names the cache slices too" grep -q "cache slices for cache_size" "$work/out"
+else
+	echo "# cache_size=100G was allocated here: the pool error is not checked"
 	unmount "$mnt" || true
 fi
 
@@ -356,6 +517,8 @@ if timeout 10 tgtadm -C "$ctl" --lld iscsi --op new --mode account --user clilis
 	run_ok "--list NAME takes url and secret_file from the section" "$iserfuse" --list \
 		-o "config=$work/list.conf,initiator_name=$initiator" lab &&
 		check "--list NAME shows LUN 1" grep -q "^  Lun 1: type disk" "$work/out"
+	run_ok "--list URL/1" "$iserfuse" --list -o "secret_file=$work/secret,initiator_name=$initiator" "$url/1" &&
+		check_eq "--list URL/1 lists LUN 1 only" "$(grep -c '^  Lun ' "$work/out") $(grep -c '^  Lun 1: type disk' "$work/out")" "1 1"
 else
 	fail "tgtadm sets up a CHAP account"
 fi

@@ -7,6 +7,7 @@
 #include <unistd.h>
 
 #include "../../gateway/config.h"
+#include "../../gateway/options.h"
 
 static char path[64];
 
@@ -108,4 +109,72 @@ Test(config, first_error_wins, .fini = drop_conf)
 {
 	expect_error("just words\n[lab]\nbad = 1\n",
 		     "1: syntax error: 'key = value', '[section]' or a comment expected");
+}
+
+/* ---- the option table (gateway/options.c) ---- */
+
+Test(options, every_numeric_value_checked_against_its_range)
+{
+	static const struct {
+		enum gw_opt_id id;
+		const char *text;
+		const char *msg; /* the one line, or NULL if the value is good */
+		long long want;
+	} cases[] = {
+		{GW_OPT_LOGIN_TIMEOUT, "-5", "bad option 'login_timeout=-5': an integer in 1..3600 expected", 0},
+		{GW_OPT_LOGIN_TIMEOUT, "0", "bad option 'login_timeout=0': an integer in 1..3600 expected", 0},
+		{GW_OPT_LOGIN_TIMEOUT, "99999999999999999999",
+		 "bad option 'login_timeout=99999999999999999999': an integer in 1..3600 expected", 0},
+		{GW_OPT_LOGIN_TIMEOUT, "7", NULL, 7},
+		{GW_OPT_QUEUE_DEPTH, "0", "bad option 'queue_depth=0': an integer in 1..4096 expected", 0},
+		{GW_OPT_QUEUE_DEPTH, "4097", "bad option 'queue_depth=4097': an integer in 1..4096 expected", 0},
+		{GW_OPT_MAX_IO_KIB, "0", "bad option 'max_io_kib=0': a multiple of 4 in 4..4096 expected", 0},
+		{GW_OPT_MAX_IO_KIB, "6", "bad option 'max_io_kib=6': a multiple of 4 in 4..4096 expected", 0},
+		{GW_OPT_MAX_IO_KIB, "1024", NULL, 1024},
+		{GW_OPT_POOL_SLICES, "0", "bad option 'pool_slices=0': an integer in 2..4096 expected", 0},
+		{GW_OPT_RESCAN_INTERVAL, "-1", "bad option 'rescan_interval=-1': an integer in 0..86400 expected", 0},
+		{GW_OPT_RESCAN_INTERVAL, "0", NULL, 0},
+		{GW_OPT_NOOP_INTERVAL, "1.5", "bad option 'noop_interval=1.5': an integer in 0..3600 expected", 0},
+		{GW_OPT_NOOP_INTERVAL, " 5", "bad option 'noop_interval= 5': an integer in 0..3600 expected", 0},
+		{GW_OPT_NOOP_TIMEOUT, "", "bad option 'noop_timeout=': an integer in 1..3600 expected", 0},
+		{GW_OPT_CACHE_SIZE, "64M", NULL, 64ll << 20},
+		{GW_OPT_CACHE_SIZE, "2T", "bad option 'cache_size=2T': a size in bytes (K, M, G suffixes) in 0..1024G expected", 0},
+		{GW_OPT_CACHE_SIZE, "1025G", "bad option 'cache_size=1025G': a size in bytes (K, M, G suffixes) in 0..1024G expected", 0},
+		{GW_OPT_CACHE_SIZE, "18446744073709551617K",
+		 "bad option 'cache_size=18446744073709551617K': a size in bytes (K, M, G suffixes) in 0..1024G expected", 0},
+		{GW_OPT_UMASK, "022", NULL, 022},
+		{GW_OPT_UMASK, "0999", "bad option 'umask=0999': an octal mask in 0..0777 expected", 0},
+		{GW_OPT_UMASK, "1000", "bad option 'umask=1000': an octal mask in 0..0777 expected", 0},
+	};
+	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+		char err[256] = "";
+		long long v = -12345;
+		int rc = gw_opt_parse_num(cases[i].id, cases[i].text, &v, err, sizeof(err));
+		if (cases[i].msg) {
+			cr_expect_lt(rc, 0, "%s=%s accepted", gw_opts[cases[i].id].key, cases[i].text);
+			cr_expect_str_eq(err, cases[i].msg);
+			cr_expect_eq(v, -12345, "a bad value leaves the output alone");
+		} else {
+			cr_expect_eq(rc, 0, "%s=%s: %s", gw_opts[cases[i].id].key, cases[i].text, err);
+			cr_expect_eq(v, cases[i].want);
+		}
+	}
+}
+
+Test(options, table_defaults_lie_in_their_ranges)
+{
+	for (int i = 0; i < GW_OPT_COUNT; i++) {
+		const struct gw_opt *o = &gw_opts[i];
+		cr_assert_not_null(o->key, "row %d is empty", i);
+		cr_expect_not_null(o->help, "%s has no help", o->key);
+		cr_expect_not_null(o->def_text, "%s has no default", o->key);
+		cr_expect_eq(gw_opt_find(o->key), i);
+		cr_expect_eq((o->kind != GW_OPT_STR && o->kind != GW_OPT_FLAG), i < GW_OPT_NUMERIC_COUNT,
+			     "%s: numeric rows come first", o->key);
+		if (i < GW_OPT_NUMERIC_COUNT && i != GW_OPT_POOL_SLICES) /* pool_slices: default queue_depth */
+			cr_expect(o->def >= o->min && o->def <= o->max, "%s: default %lld outside %lld..%lld", o->key,
+				  o->def, o->min, o->max);
+	}
+	cr_expect_eq(gw_opt_find("allow_other         allow access"), GW_OPT_ALLOW_OTHER);
+	cr_expect_eq(gw_opt_find("frobnicate=1"), -1);
 }
