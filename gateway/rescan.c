@@ -223,6 +223,7 @@ static void add_lun(struct gw_rescan *r, uint16_t lun, void *buf, size_t buflen)
 		log_warn("LUN %u: no room for another LUN file", lun);
 		return;
 	}
+	gw_byid_add_lun(g, l); /* its by-id/ links, new or back */
 	atomic_fetch_add(&r->luns_added, 1);
 	log_warn("%s: new LUN: %s %s, %llu blocks of %u bytes", l->name, info.inq.vendor, info.inq.product,
 		 (unsigned long long)info.cap.nblocks, info.cap.block_size);
