@@ -31,6 +31,17 @@ struct gw_lun {
 	struct blk_dev dev;
 	bool gone;              /* no longer reported by the target (rescan.c); __atomic access */
 	struct bcache_dev *cdev; /* NULL: no block cache */
+	/*
+	 * Attributes kept for the life of the mount (fs.c): chmod, chown and
+	 * utimens set them, under fs.c's attribute lock; set when the slot is
+	 * first filled (gw_lun_attr_init), kept when the LUN comes back.
+	 */
+	mode_t mode;            /* permission bits; the write bits are hidden while ro */
+	uid_t uid;
+	gid_t gid;
+	struct timespec atime, mtime, ctime;
+	/* ns since the epoch (CLOCK_REALTIME_COARSE) of the last write, punch or zero range since the last setattr, 0 if none; __atomic, relaxed */
+	int64_t write_ns;
 };
 
 struct gw {
@@ -93,6 +104,13 @@ struct gw_rescan_stats {
 	uint64_t capacity_changes;  /* a LUN's size changed */
 	uint64_t luns_added, luns_removed;
 };
+
+/*
+ * Give a newly filled slot its attributes: the mounting user's, mode 0666
+ * less -o umask, times now (fs.c).  Called by gw_lun_add before the slot
+ * is published.
+ */
+void gw_lun_attr_init(const struct gw *g, struct gw_lun *l);
 
 /* The number of LUN slots in use (slots are never freed; a removed LUN's slot has gone set). */
 size_t gw_nluns(const struct gw *g);

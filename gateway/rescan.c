@@ -87,6 +87,7 @@ struct gw_lun *gw_lun_add(struct gw *g, const struct iscsi_lun_info *info)
 	snprintf(l->name, sizeof(l->name), "lun%u", info->lun);
 	l->ino = 2 + n;
 	l->ro = g->ro || info->wp;
+	gw_lun_attr_init(g, l);
 	if (blk_dev_init(&l->dev, g->s, g->pool, info, g->max_io))
 		return NULL;
 	blk_dev_set_retry(&l->dev, g->retry, g->retry_budget_ms);
