@@ -2,7 +2,10 @@
 /*
  * The files of the mount that are not LUNs: the by-id/ directory of
  * symlinks named after the VPD 0x83 designators (SPC-4 §7.8.6) and the
- * attributes of .stats (its content: stats.c).
+ * attributes of .stats (its content: stats.c).  The link table follows
+ * the LUN table: the links of a LUN that appears after the mount are added
+ * by the rescan thread (gw_byid_add_lun), and those of a LUN that is gone
+ * are hidden until it comes back.
  */
 #include <errno.h>
 #include <stdio.h>
@@ -44,51 +47,57 @@ static void ascii_name(const char *prefix, const struct scsi_designator *d, char
 		out[0] = '\0';
 }
 
-static int add_link(struct gw *g, const char *name, const struct gw_lun *l)
+static size_t nlinks(const struct gw *g) { return __atomic_load_n(&g->nlinks, __ATOMIC_ACQUIRE); }
+
+/* Only the rescan thread (or the main thread before the mount) adds: the entry is filled, then published. */
+static void add_link(struct gw *g, const char *name, const struct gw_lun *l)
 {
-	if (!name[0] || strlen(name) >= sizeof(g->links[0].name))
-		return 0;
-	for (size_t i = 0; i < g->nlinks; i++)
+	size_t n = nlinks(g);
+	if (!name[0] || strlen(name) >= sizeof(g->links[0].name) || n >= GW_MAX_LINKS)
+		return;
+	for (size_t i = 0; i < n; i++)
 		if (!strcmp(g->links[i].name, name))
-			return 0; /* two LUNs claim one id: the first keeps it */
-	struct gw_link *n = realloc(g->links, (g->nlinks + 1) * sizeof(*n));
-	if (!n)
-		return -ENOMEM;
-	g->links = n;
-	struct gw_link *k = &n[g->nlinks];
+			return; /* two LUNs claim one id: the first keeps it */
+	struct gw_link *k = &g->links[n];
 	snprintf(k->name, sizeof(k->name), "%s", name);
 	snprintf(k->target, sizeof(k->target), "../%s", l->name);
 	k->lun = l;
-	k->ino = GW_LINK_INO0 + g->nlinks;
-	g->nlinks++;
-	return 0;
+	k->ino = GW_LINK_INO0 + n;
+	__atomic_store_n(&g->nlinks, n + 1, __ATOMIC_RELEASE);
+}
+
+void gw_byid_add_lun(struct gw *g, const struct gw_lun *l)
+{
+	char name[sizeof(g->links[0].name) + sizeof(g->luns[0].info.devid)]; /* too long: skipped by add_link */
+	const struct iscsi_lun_info *info = &l->info;
+	if (!g->links)
+		return;
+	if (info->devid[0]) {
+		snprintf(name, sizeof(name), "scsi-%s", info->devid);
+		add_link(g, name, l);
+	}
+	for (size_t j = 0; j < info->n_lu_desig; j++) {
+		const struct scsi_designator *d = &info->lu_desig[j];
+		if (d->type == SCSI_DESIG_NAA && d->code_set == 1)
+			hex_name("wwn-0x", d, name, sizeof(name));
+		else if (d->type == SCSI_DESIG_EUI64 && d->code_set == 1)
+			hex_name("eui-0x", d, name, sizeof(name));
+		else if (d->type == SCSI_DESIG_T10 && (d->code_set == 2 || d->code_set == 3))
+			ascii_name("t10-", d, name, sizeof(name));
+		else
+			continue;
+		add_link(g, name, l);
+	}
 }
 
 int gw_byid_build(struct gw *g)
 {
-	char name[sizeof(g->links[0].name) + sizeof(g->luns[0].info.devid)]; /* too long: skipped by add_link */
-	for (size_t i = 0; i < g->nluns; i++) {
-		const struct gw_lun *l = &g->luns[i];
-		const struct iscsi_lun_info *info = &l->info;
-		if (info->devid[0]) {
-			snprintf(name, sizeof(name), "scsi-%s", info->devid);
-			if (add_link(g, name, l))
-				return -ENOMEM;
-		}
-		for (size_t j = 0; j < info->n_lu_desig; j++) {
-			const struct scsi_designator *d = &info->lu_desig[j];
-			if (d->type == SCSI_DESIG_NAA && d->code_set == 1)
-				hex_name("wwn-0x", d, name, sizeof(name));
-			else if (d->type == SCSI_DESIG_EUI64 && d->code_set == 1)
-				hex_name("eui-0x", d, name, sizeof(name));
-			else if (d->type == SCSI_DESIG_T10 && (d->code_set == 2 || d->code_set == 3))
-				ascii_name("t10-", d, name, sizeof(name));
-			else
-				continue;
-			if (add_link(g, name, l))
-				return -ENOMEM;
-		}
-	}
+	g->links = calloc(GW_MAX_LINKS, sizeof(*g->links));
+	if (!g->links)
+		return -ENOMEM;
+	g->nlinks = 0;
+	for (size_t i = 0, n = gw_nluns(g); i < n; i++)
+		gw_byid_add_lun(g, &g->luns[i]);
 	return 0;
 }
 
@@ -107,7 +116,7 @@ static bool link_live(const struct gw_link *k)
 
 static const struct gw_link *link_by_ino(struct gw *g, fuse_ino_t ino)
 {
-	if (ino < GW_LINK_INO0 || ino - GW_LINK_INO0 >= g->nlinks || !link_live(&g->links[ino - GW_LINK_INO0]))
+	if (ino < GW_LINK_INO0 || ino - GW_LINK_INO0 >= nlinks(g) || !link_live(&g->links[ino - GW_LINK_INO0]))
 		return NULL;
 	return &g->links[ino - GW_LINK_INO0];
 }
@@ -123,7 +132,7 @@ fuse_ino_t gw_extra_lookup(struct gw *g, fuse_ino_t parent, const char *name)
 	}
 	if (parent != GW_BYID_INO)
 		return 0;
-	for (size_t i = 0; i < g->nlinks; i++)
+	for (size_t i = 0, n = nlinks(g); i < n; i++)
 		if (!strcmp(g->links[i].name, name) && link_live(&g->links[i]))
 			return g->links[i].ino;
 	return 0;
@@ -163,7 +172,7 @@ void gw_byid_readdir(fuse_req_t req, struct gw *g, size_t size, off_t off)
 	size_t used = 0;
 	if (size > sizeof(buf))
 		size = sizeof(buf);
-	for (off_t i = off; i < (off_t)g->nlinks + 2; i++) {
+	for (off_t i = off, n = (off_t)nlinks(g); i < n + 2; i++) {
 		struct stat st = {0};
 		const char *name;
 		if (i < 2) {

@@ -12,6 +12,8 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
 
 #include "../cache/discard.h"
 #include "gateway.h"
@@ -34,6 +36,46 @@ static struct gw_lun *lun_by_ino(struct gw *g, fuse_ino_t ino)
 /* A LUN the target no longer reports (rescan.c): its name is gone, its open files get ENODEV. */
 static bool lun_gone(const struct gw_lun *l) { return __atomic_load_n(&l->gone, __ATOMIC_ACQUIRE); }
 
+/*
+ * A LUN file's mode, owner and times are kept in its slot for the life of
+ * the mount, as a device node's are until the device goes; this lock
+ * guards them (writes only stamp write_ns, without it).
+ */
+static pthread_mutex_t attr_lock = PTHREAD_MUTEX_INITIALIZER;
+
+static int64_t ts_ns(struct timespec t) { return (int64_t)t.tv_sec * 1000000000 + t.tv_nsec; }
+static struct timespec ns_ts(int64_t ns) { return (struct timespec){.tv_sec = ns / 1000000000, .tv_nsec = ns % 1000000000}; }
+
+/*
+ * A write, punch or zero range moves mtime and ctime: one relaxed store of
+ * the coarse clock (the kernel's own file times have its resolution), no
+ * lock; getattr reads it, setattr folds it into the kept times.
+ */
+static void stamp_write(struct gw_lun *l)
+{
+	struct timespec now;
+	clock_gettime(CLOCK_REALTIME_COARSE, &now);
+	__atomic_store_n(&l->write_ns, ts_ns(now), __ATOMIC_RELAXED);
+}
+
+void gw_lun_attr_init(const struct gw *g, struct gw_lun *l)
+{
+	l->mode = 0666 & ~g->umask;
+	l->uid = g->uid;
+	l->gid = g->gid;
+	clock_gettime(CLOCK_REALTIME, &l->mtime);
+	l->atime = l->ctime = l->mtime;
+	l->write_ns = 0;
+}
+
+/* Under attr_lock: a write since the last setattr becomes the kept mtime and ctime. */
+static void fold_write(struct gw_lun *l)
+{
+	int64_t w = __atomic_exchange_n(&l->write_ns, 0, __ATOMIC_RELAXED);
+	if (w)
+		l->mtime = l->ctime = ns_ts(w);
+}
+
 static void fill_attr(struct gw *g, fuse_ino_t ino, struct stat *st)
 {
 	memset(st, 0, sizeof(*st));
@@ -47,11 +89,46 @@ static void fill_attr(struct gw *g, fuse_ino_t ino, struct stat *st)
 		return;
 	}
 	struct gw_lun *l = lun_by_ino(g, ino);
-	st->st_mode = S_IFREG | ((lun_ro(l) ? 0444 : 0666) & ~g->umask);
+	pthread_mutex_lock(&attr_lock);
+	st->st_mode = S_IFREG | (l->mode & (lun_ro(l) ? ~(mode_t)0222 : 07777));
+	st->st_uid = l->uid;
+	st->st_gid = l->gid;
+	st->st_atim = l->atime;
+	st->st_mtim = l->mtime;
+	st->st_ctim = l->ctime;
+	pthread_mutex_unlock(&attr_lock);
+	int64_t w = __atomic_load_n(&l->write_ns, __ATOMIC_RELAXED);
+	if (w)
+		st->st_mtim = st->st_ctim = ns_ts(w);
 	st->st_nlink = 1;
 	st->st_size = (off_t)blk_dev_size(&l->dev);
 	st->st_blksize = l->dev.bs > 4096 ? l->dev.bs : 4096;
 	st->st_blocks = (blkcnt_t)(st->st_size / 512);
+}
+
+/* Whether the caller is in group gid (its primary or a supplementary group). */
+static bool caller_in_group(fuse_req_t req, gid_t gid)
+{
+	gid_t groups[64];
+	if (fuse_req_ctx(req)->gid == gid)
+		return true;
+	int n = fuse_req_getgroups(req, 64, groups);
+	for (int i = 0; i < n && i < 64; i++)
+		if (groups[i] == gid)
+			return true;
+	return false;
+}
+
+/* Permission to `want` (R_OK, W_OK, X_OK bits) on a file of these attributes, as the kernel checks (root passes). */
+static bool caller_may(fuse_req_t req, const struct stat *st, int want)
+{
+	const struct fuse_ctx *c = fuse_req_ctx(req);
+	if (c->uid == 0)
+		return !(want & X_OK) || S_ISDIR(st->st_mode) || (st->st_mode & 0111);
+	unsigned bits = c->uid == st->st_uid		     ? st->st_mode >> 6
+			: caller_in_group(req, st->st_gid) ? st->st_mode >> 3
+							   : st->st_mode;
+	return (bits & (unsigned)want & 7) == ((unsigned)want & 7);
 }
 
 static void gw_init(void *userdata, struct fuse_conn_info *conn)
@@ -123,10 +200,66 @@ static void gw_getattr(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi
 	fuse_reply_attr(req, &st, ATTR_TIMEOUT);
 }
 
+#define SET_ATTRS                                                                                          \
+	(FUSE_SET_ATTR_MODE | FUSE_SET_ATTR_UID | FUSE_SET_ATTR_GID | FUSE_SET_ATTR_ATIME | FUSE_SET_ATTR_MTIME | \
+	 FUSE_SET_ATTR_ATIME_NOW | FUSE_SET_ATTR_MTIME_NOW)
+
+/*
+ * Who may change what, as for any file (the kernel leaves the checks to
+ * us without default_permissions): the owner (or root) the mode and times,
+ * root the owner, the owner the group to one of its own; setting the times
+ * to now takes write permission.  Returns 0 or the errno.
+ */
+static int may_set(fuse_req_t req, const struct gw_lun *l, const struct stat *attr, int to_set, bool in_group)
+{
+	const struct fuse_ctx *c = fuse_req_ctx(req);
+	bool root = c->uid == 0, owner = root || c->uid == l->uid;
+	bool explicit_times = ((to_set & FUSE_SET_ATTR_ATIME) && !(to_set & FUSE_SET_ATTR_ATIME_NOW)) ||
+			      ((to_set & FUSE_SET_ATTR_MTIME) && !(to_set & FUSE_SET_ATTR_MTIME_NOW));
+	if ((to_set & FUSE_SET_ATTR_MODE) && !owner)
+		return EPERM;
+	if ((to_set & FUSE_SET_ATTR_UID) && attr->st_uid != l->uid && !root)
+		return EPERM;
+	if ((to_set & FUSE_SET_ATTR_GID) && attr->st_gid != l->gid && !root && !(owner && in_group))
+		return EPERM;
+	if (explicit_times && !owner)
+		return EPERM;
+	if ((to_set & (FUSE_SET_ATTR_ATIME_NOW | FUSE_SET_ATTR_MTIME_NOW)) && !owner) {
+		struct stat st = {.st_mode = l->mode, .st_uid = l->uid, .st_gid = l->gid};
+		if (!caller_may(req, &st, W_OK))
+			return EACCES;
+	}
+	return 0;
+}
+
+/* Under attr_lock, once may_set agreed: apply and move ctime. */
+static void apply_set(fuse_req_t req, struct gw_lun *l, const struct stat *attr, int to_set)
+{
+	struct timespec now;
+	clock_gettime(CLOCK_REALTIME, &now);
+	fold_write(l);
+	if (to_set & FUSE_SET_ATTR_MODE)
+		l->mode = attr->st_mode & 07777;
+	if (to_set & FUSE_SET_ATTR_UID)
+		l->uid = attr->st_uid;
+	if (to_set & FUSE_SET_ATTR_GID)
+		l->gid = attr->st_gid;
+	if ((to_set & (FUSE_SET_ATTR_UID | FUSE_SET_ATTR_GID)) && fuse_req_ctx(req)->uid != 0)
+		l->mode &= ~(mode_t)06000; /* chown by others than root drops set-user-ID and set-group-ID */
+	if (to_set & FUSE_SET_ATTR_ATIME)
+		l->atime = (to_set & FUSE_SET_ATTR_ATIME_NOW) ? now : attr->st_atim;
+	if (to_set & FUSE_SET_ATTR_MTIME)
+		l->mtime = (to_set & FUSE_SET_ATTR_MTIME_NOW) ? now : attr->st_mtim;
+	l->ctime = now;
+}
+
 /*
  * A block device keeps its size: truncating to any size up to the
  * capacity succeeds and changes nothing (so qemu-img can create an image on
- * the LUN); beyond it is EFBIG.  Modes, owners and times are not stored.
+ * the LUN); beyond it is EFBIG.  A LUN file's mode, owner and times are
+ * kept for the life of the mount (getattr returns them); those of the
+ * directory, by-id/ and .stats cannot be changed (EPERM).  A read-only
+ * mount changes nothing (EROFS).
  */
 static void gw_setattr(fuse_req_t req, fuse_ino_t ino, struct stat *attr, int to_set, struct fuse_file_info *fi)
 {
@@ -137,6 +270,8 @@ static void gw_setattr(fuse_req_t req, fuse_ino_t ino, struct stat *attr, int to
 	if (gw_extra_attr(g, ino, &st)) {
 		if (to_set & FUSE_SET_ATTR_SIZE)
 			fuse_reply_err(req, ino == GW_STATS_INO ? EACCES : EISDIR);
+		else if (to_set & SET_ATTRS)
+			fuse_reply_err(req, g->ro ? EROFS : EPERM);
 		else
 			fuse_reply_attr(req, &st, ATTR_TIMEOUT);
 		return;
@@ -159,8 +294,96 @@ static void gw_setattr(fuse_req_t req, fuse_ino_t ino, struct stat *attr, int to
 			return;
 		}
 	}
+	if (to_set & SET_ATTRS) {
+		if (g->ro || !l) {
+			fuse_reply_err(req, g->ro ? EROFS : EPERM);
+			return;
+		}
+		bool in_group = (to_set & FUSE_SET_ATTR_GID) && caller_in_group(req, attr->st_gid); /* reads /proc: outside the lock */
+		pthread_mutex_lock(&attr_lock);
+		int err = may_set(req, l, attr, to_set, in_group);
+		if (!err)
+			apply_set(req, l, attr, to_set);
+		pthread_mutex_unlock(&attr_lock);
+		if (err) {
+			fuse_reply_err(req, err);
+			return;
+		}
+	}
 	fill_attr(g, ino, &st);
 	fuse_reply_attr(req, &st, ATTR_TIMEOUT);
+}
+
+/* access(2): the kept mode and owner, as open checks them; writing a read-only LUN is EROFS. */
+static void gw_access(fuse_req_t req, fuse_ino_t ino, int mask)
+{
+	struct gw *g = gw_of(req);
+	struct gw_lun *l = lun_by_ino(g, ino);
+	struct stat st;
+	if (!gw_extra_attr(g, ino, &st)) {
+		if (ino != ROOT_INO && !l) {
+			fuse_reply_err(req, ENOENT);
+			return;
+		}
+		fill_attr(g, ino, &st);
+	}
+	if ((mask & W_OK) && (g->ro || (l && lun_ro(l)))) {
+		fuse_reply_err(req, EROFS);
+		return;
+	}
+	fuse_reply_err(req, caller_may(req, &st, mask & (R_OK | W_OK | X_OK)) ? 0 : EACCES);
+}
+
+/*
+ * The directory holds what the target offers (the LUN files, .stats,
+ * by-id/): no name can be made, removed, linked or renamed, as in a
+ * directory one may not change (EPERM; EROFS on a read-only mount).
+ * Extended attributes are not implemented: the kernel answers EOPNOTSUPP,
+ * which copiers take as "none here".
+ */
+static void names_fixed(fuse_req_t req) { fuse_reply_err(req, gw_of(req)->ro ? EROFS : EPERM); }
+
+static void gw_mknod(fuse_req_t req, fuse_ino_t parent, const char *name, mode_t mode, dev_t rdev)
+{
+	(void)parent, (void)name, (void)mode, (void)rdev;
+	names_fixed(req);
+}
+
+static void gw_mkdir(fuse_req_t req, fuse_ino_t parent, const char *name, mode_t mode)
+{
+	(void)parent, (void)name, (void)mode;
+	names_fixed(req);
+}
+
+static void gw_unlink(fuse_req_t req, fuse_ino_t parent, const char *name)
+{
+	(void)parent, (void)name;
+	names_fixed(req);
+}
+
+static void gw_symlink(fuse_req_t req, const char *link, fuse_ino_t parent, const char *name)
+{
+	(void)link, (void)parent, (void)name;
+	names_fixed(req);
+}
+
+static void gw_rename(fuse_req_t req, fuse_ino_t parent, const char *name, fuse_ino_t newparent, const char *newname,
+		      unsigned int flags)
+{
+	(void)parent, (void)name, (void)newparent, (void)newname, (void)flags;
+	names_fixed(req);
+}
+
+static void gw_link(fuse_req_t req, fuse_ino_t ino, fuse_ino_t newparent, const char *newname)
+{
+	(void)ino, (void)newparent, (void)newname;
+	names_fixed(req);
+}
+
+static void gw_create(fuse_req_t req, fuse_ino_t parent, const char *name, mode_t mode, struct fuse_file_info *fi)
+{
+	(void)parent, (void)name, (void)mode, (void)fi;
+	names_fixed(req);
 }
 
 static void gw_readdir(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off, struct fuse_file_info *fi)
@@ -227,6 +450,13 @@ static void gw_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 	}
 	if ((fi->flags & O_ACCMODE) != O_RDONLY && lun_ro(l)) {
 		fuse_reply_err(req, EROFS);
+		return;
+	}
+	struct stat st;
+	fill_attr(g, ino, &st);
+	int want = (fi->flags & O_ACCMODE) == O_RDONLY ? R_OK : (fi->flags & O_ACCMODE) == O_WRONLY ? W_OK : R_OK | W_OK;
+	if (!caller_may(req, &st, want)) { /* the kept mode, as chmod left it */
+		fuse_reply_err(req, EACCES);
 		return;
 	}
 	fi->keep_cache = 0; /* another initiator may have written since */
@@ -472,6 +702,7 @@ static void gw_write_buf(fuse_req_t req, fuse_ino_t ino, struct fuse_bufvec *buf
 	/* A payload libfuse already read into its own memory was memcpy'd here; one in a pipe was not. */
 	if (!in_pipe)
 		atomic_fetch_add_explicit(&g->payload_copied, len, memory_order_relaxed);
+	stamp_write(l);
 	if (l->cdev) {
 		cached_write(req, l, (struct gw_file *)(uintptr_t)fi->fh, r, (uint64_t)off, len, payload);
 		return;
@@ -630,6 +861,7 @@ static void gw_fallocate(fuse_req_t req, fuse_ino_t ino, int mode, off_t off, of
 		fuse_reply_err(req, ENOMEM);
 		return;
 	}
+	stamp_write(l); /* the range's bytes change: mtime and ctime move */
 	*dc = (struct cache_write_ctx){.req = req, .cdev = l->cdev};
 	if (dc->cdev) /* cached blocks of the range become zeroes, as the LUN's will */
 		dc->w = bcache_write_begin(dc->cdev, start, end - start, NULL);
@@ -703,4 +935,13 @@ const struct fuse_lowlevel_ops gw_ops = {
 	.fallocate = gw_fallocate,
 	.lseek = gw_lseek,
 	.readlink = gw_readlink,
+	.access = gw_access,
+	.mknod = gw_mknod,
+	.mkdir = gw_mkdir,
+	.unlink = gw_unlink,
+	.rmdir = gw_unlink, /* the same answer */
+	.symlink = gw_symlink,
+	.rename = gw_rename,
+	.link = gw_link,
+	.create = gw_create,
 };

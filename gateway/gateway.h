@@ -31,6 +31,17 @@ struct gw_lun {
 	struct blk_dev dev;
 	bool gone;              /* no longer reported by the target (rescan.c); __atomic access */
 	struct bcache_dev *cdev; /* NULL: no block cache */
+	/*
+	 * Attributes kept for the life of the mount (fs.c): chmod, chown and
+	 * utimens set them, under fs.c's attribute lock; set when the slot is
+	 * first filled (gw_lun_attr_init), kept when the LUN comes back.
+	 */
+	mode_t mode;            /* permission bits; the write bits are hidden while ro */
+	uid_t uid;
+	gid_t gid;
+	struct timespec atime, mtime, ctime;
+	/* ns since the epoch (CLOCK_REALTIME_COARSE) of the last write, punch or zero range since the last setattr, 0 if none; __atomic, relaxed */
+	int64_t write_ns;
 };
 
 struct gw {
@@ -46,8 +57,8 @@ struct gw {
 	mode_t umask;           /* cleared from 0777 (directory) and 0666/0444 (LUN files) */
 	struct timespec mtime;
 	const char *transport;  /* "tcp", "iser": for .stats */
-	struct gw_link *links;  /* by-id/ symlinks (byid.c), nlinks of them */
-	size_t nlinks;
+	struct gw_link *links;  /* by-id/ symlinks (byid.c): GW_MAX_LINKS slots allocated at mount */
+	size_t nlinks;          /* slots in use: filled, then published (__atomic, release), never freed */
 	/* target events (rescan.c): slots luns[0..GW_MAX_LUNS) exist, nluns are in use */
 	struct fuse_session *se;      /* for kernel cache invalidation */
 	struct blk_retry *retry;      /* delayed SCSI retries, UNIT ATTENTION hook */
@@ -94,6 +105,13 @@ struct gw_rescan_stats {
 	uint64_t luns_added, luns_removed;
 };
 
+/*
+ * Give a newly filled slot its attributes: the mounting user's, mode 0666
+ * less -o umask, times now (fs.c).  Called by gw_lun_add before the slot
+ * is published.
+ */
+void gw_lun_attr_init(const struct gw *g, struct gw_lun *l);
+
 /* The number of LUN slots in use (slots are never freed; a removed LUN's slot has gone set). */
 size_t gw_nluns(const struct gw *g);
 
@@ -139,14 +157,25 @@ struct gw_link {
 	const struct gw_lun *lun; /* the slot it names; hidden while that LUN is gone */
 };
 
+/* Links per LUN: scsi-<id> and one per designator of iscsi_lun_info.lu_desig. */
+#define GW_MAX_LINKS (GW_MAX_LUNS * 5)
+
 /*
  * by-id/ (byid.c): one symlink per VPD 0x83 logical-unit designator (SPC-4
  * §7.8.6) of each LUN, named like /dev/disk/by-id: wwn-0x<hex> (NAA),
  * eui-0x<hex> (EUI-64), t10-<vendor_id> (T10 vendor ID, spaces as '_'),
- * and scsi-<id> for the preferred one (udev's ID_SERIAL form).  Builds
- * g->links from g->luns.  Returns 0 or -ENOMEM.
+ * and scsi-<id> for the preferred one (udev's ID_SERIAL form).
+ * gw_byid_build allocates the link table and adds the links of the LUNs
+ * in g->luns (before the mount); returns 0 or -ENOMEM.
  */
 int gw_byid_build(struct gw *g);
+/*
+ * Add the links of l, a LUN that appeared (or came back) after the mount:
+ * called by the rescan thread, the only writer of the table once mounted;
+ * readers see an entry once nlinks covers it.  A name some LUN already
+ * has stays that LUN's.  No-op before gw_byid_build.
+ */
+void gw_byid_add_lun(struct gw *g, const struct gw_lun *l);
 void gw_byid_free(struct gw *g);
 /* The inode of `name` in directory `parent` among by-id/ and .stats, or 0. */
 fuse_ino_t gw_extra_lookup(struct gw *g, fuse_ino_t parent, const char *name);

@@ -87,6 +87,7 @@ struct gw_lun *gw_lun_add(struct gw *g, const struct iscsi_lun_info *info)
 	snprintf(l->name, sizeof(l->name), "lun%u", info->lun);
 	l->ino = 2 + n;
 	l->ro = g->ro || info->wp;
+	gw_lun_attr_init(g, l);
 	if (blk_dev_init(&l->dev, g->s, g->pool, info, g->max_io))
 		return NULL;
 	blk_dev_set_retry(&l->dev, g->retry, g->retry_budget_ms);
@@ -223,6 +224,7 @@ static void add_lun(struct gw_rescan *r, uint16_t lun, void *buf, size_t buflen)
 		log_warn("LUN %u: no room for another LUN file", lun);
 		return;
 	}
+	gw_byid_add_lun(g, l); /* its by-id/ links, new or back */
 	atomic_fetch_add(&r->luns_added, 1);
 	log_warn("%s: new LUN: %s %s, %llu blocks of %u bytes", l->name, info.inq.vendor, info.inq.product,
 		 (unsigned long long)info.cap.nblocks, info.cap.block_size);

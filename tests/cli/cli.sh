@@ -10,7 +10,8 @@
 # configuration file errors (file:line, exit 1, nothing mounted); a mount
 # from a configuration section; the fstab forms through mount.fuse3 and
 # mount(8) (fstab words such as _netdev and nofail accepted); .stats values
-# before and after a known dd; by-id/ names against iscsi-inq's VPD 0x83;
+# before and after a known dd, each key documented in the man page; by-id/
+# names against iscsi-inq's VPD 0x83;
 # --list with CHAP credentials and its progress line on a terminal; log
 # lines naming the target; READY=1 to $NOTIFY_SOCKET once mounted; every
 # runnable command of the man page's EXAMPLES (URLs and paths swapped); the
@@ -233,6 +234,13 @@ if run_ok "iserfuse lab mounts section [lab] on its mountpoint" "$iserfuse" -o "
 	keys=$(awk '{ print $1 }' "$work/stats0" | tr '\n' ' ')
 	want="transport mr_registrations payload_bytes_copied rmw_bytes_copied commands bytes_read bytes_written queue_depth queue_depth_max pool_bytes pool_slices pool_in_use pool_in_use_max latency_p50_us latency_p90_us latency_p99_us reconnects luns cache_bytes cache_hits cache_misses cache_readahead_bytes cache_readahead_used_bytes cache_readahead_wasted_bytes cache_dirty_blocks cache_writeback_blocks scsi_retries unit_attentions rescans capacity_changes "
 	check_eq ".stats keys" "$keys" "$want"
+	# every key .stats prints is explained in the man page's .stats entry (FILES IN THE MOUNT)
+	statsdoc=$(sed -n '/^\.SH FILES IN THE MOUNT/,/^\.SH/p' "$manpage" | sed -n '/^\.B \.stats$/,/^\.RE$/p')
+	undocumented=''
+	for k in $keys; do
+		grep -qw -- "$k" <<<"$statsdoc" || undocumented+="$k "
+	done
+	check_eq "every .stats key is documented in the man page's .stats entry" "$undocumented" ""
 	check_eq ".stats: transport tcp" "$(stat_of "$mnt" transport)" tcp
 	check_eq ".stats: pool_slices = queue_depth from the file's options (8)" "$(stat_of "$mnt" pool_slices)" 8
 	check_eq ".stats: luns 1" "$(stat_of "$mnt" luns)" 1

@@ -525,6 +525,27 @@ unprivileged_checks() {
 	else
 		fail "$uuser's bytes are in disk512.img"
 	fi
+	# chmod is kept and obeyed; chown is root's.
+	check "$uuser: chmod 400 lun1" as_user chmod 400 "$udir/mnt/lun1"
+	check_eq "lun1 is mode 400 after chmod" "$(as_user stat -c %a "$udir/mnt/lun1" 2>&1)" 400
+	check "$uuser: test -w lun1 is false after chmod 400" as_user bash -c "! test -w '$udir/mnt/lun1'"
+	rc=0
+	as_user dd if="$udir/chunk" of="$udir/mnt/lun1" bs=4k count=1 conv=notrunc status=none 2>"$work/log" || rc=$?
+	if ((rc != 0)) && grep -q 'Permission denied' "$work/log"; then
+		pass "$uuser: writing lun1 after chmod 400 is EACCES"
+	else
+		fail "$uuser: writing lun1 after chmod 400 is EACCES (dd exit $rc)"
+		note "$work/log"
+	fi
+	check "$uuser: chmod 600 lun1" as_user chmod 600 "$udir/mnt/lun1"
+	rc=0
+	as_user chown root "$udir/mnt/lun1" 2>"$work/log" || rc=$?
+	if ((rc != 0)) && grep -q 'Operation not permitted' "$work/log"; then
+		pass "$uuser: chown root lun1 is EPERM"
+	else
+		fail "$uuser: chown root lun1 is EPERM (exit $rc)"
+		note "$work/log"
+	fi
 	expect_ok "fusermount3 -u as $uuser" runuser -u "$uuser" -- fusermount3 -u "$udir/mnt" || true
 	check "$udir/mnt no longer mounted" not_mounted "$udir/mnt"
 	if [[ -n $upid ]] && _targets_wait_gone "$upid" 10; then

@@ -15,7 +15,8 @@
 # 2. tgtd: grow LUN 1 (tgtd 1.0.85 has no online resize: delete the LUN,
 #    enlarge the backing file, add it again) -> the file's size follows;
 #    data old and new is checked against the backing file both ways; add
-#    LUN 2 -> lun2 appears; remove it with the file open -> the name goes,
+#    LUN 2 -> lun2 appears, with its by-id/ links; remove it with the file
+#    open -> the name and the links go,
 #    reads on the open file fail with ENODEV; add it back; write-protect it
 #    (readonly=1) -> the file turns read-only and writes fail with EROFS,
 #    and back (readonly=0) -> writable again.  With rescans off,
@@ -112,6 +113,8 @@ size_is() { [[ $(stat -c %s "$1" 2>/dev/null) == "$2" ]]; }
 # The LUN files in the mount's root (by-id/ and .stats are not LUNs).
 lun_files() { ls "$mnt" 2>/dev/null | grep '^lun' | tr '\n' ' '; }
 listing_is() { [[ $(lun_files) == "$1" ]]; }
+# The by-id/ links that point at LUN file $1.
+byid_of() { local f; for f in "$mnt"/by-id/*; do [[ $(readlink "$f" 2>/dev/null) == "../$1" ]] && printf '%s ' "${f##*/}"; done; true; }
 # writable FILE yes|no: whether any write bit is set in FILE's mode
 writable() { local m; m=$(stat -c %a "$1" 2>/dev/null) && [[ $(((8#$m & 8#222) ? 1 : 0)) == $([[ $2 == yes ]] && echo 1 || echo 0) ]]; }
 
@@ -290,6 +293,14 @@ if mount_gw "$TGT_URL" "$work/daemon-grow.log" -o rescan_interval=1; then
 	check_eq "add: lun2 size" "$(stat -c %s "$mnt/lun2" 2>/dev/null)" 8388608
 	dd if="$work/src" of="$mnt/lun2" bs=1M count=1 conv=notrunc,fsync status=none 2>/dev/null || true
 	check "add: lun2 is writable (data in its backing file)" cmp -n 1048576 "$work/src" "$work/lun2.img"
+	links=$(byid_of lun2)
+	if [[ $links == *wwn-0x* && $links == *t10-* ]]; then
+		pass "add: lun2 gets its by-id/ links ($links)"
+	else
+		fail "add: lun2 gets its by-id/ links (by-id/: $(ls "$mnt/by-id" | tr '\n' ' '))"
+	fi
+	first=${links%% *}
+	check "add: by-id/${first:-?} reads lun2" cmp -n 1048576 "$work/src" "$mnt/by-id/${first:-none}"
 
 	# remove LUN 2 while a file on it is open
 	exec 9<"$mnt/lun2"
@@ -309,6 +320,7 @@ if mount_gw "$TGT_URL" "$work/daemon-grow.log" -o rescan_interval=1; then
 	fi
 	exec 9<&-
 	check "remove: stat of the removed name fails" bash -c "! stat '$mnt/lun2' >/dev/null 2>&1"
+	check_eq "remove: lun2's by-id/ links go" "$(byid_of lun2)" ""
 	adm --op new --mode logicalunit --tid 1 --lun 2 -b "$work/lun2.img"
 	if took=$(wait_for 10 listing_is "lun1 lun2 "); then
 		pass "re-add: lun2 is back (${took} s)"
@@ -316,6 +328,7 @@ if mount_gw "$TGT_URL" "$work/daemon-grow.log" -o rescan_interval=1; then
 		fail "re-add: lun2 is back"
 	fi
 	check "re-add: lun2 reads its data" cmp -n 1048576 "$mnt/lun2" "$work/src"
+	check_eq "re-add: lun2's by-id/ links are back" "$(byid_of lun2)" "$links"
 
 	# write protection: tgtd's readonly LU parameter sets the WP bit of MODE SENSE
 	adm --op update --mode logicalunit --tid 1 --lun 2 --params readonly=1

@@ -15,7 +15,10 @@
 # info/convert/compare/map/measure/check, qcow2 created and converted onto
 # a LUN, convert -t none -T none, dd; qemu-io discard reading back zeroes;
 # the fallback to WRITEs of zeroes against tests/malicious/fake_target.py
-# (no WRITE SAME); fallocate refused and lseek working on a -o ro mount.
+# (no WRITE SAME); fallocate refused and lseek working on a -o ro mount;
+# fsops_names.py: names that cannot be made or removed (EPERM, EROFS on
+# the -o ro mount), mode, owner and times kept, mtime and ctime following
+# writes, punches and zero ranges.
 #
 # Prints "ok - ..." / "not ok - ..." and "N passed, M failed"; exits 1 if
 # anything failed, 77 (skip) when not root, 2 on bad usage.
@@ -134,19 +137,24 @@ pass "mount $TGT_URL"
 
 # ---------------------------------------------------------------- syscalls
 
+# py_checks ARGS: fsops_check.py (PY=fsops_names.py: that one) ARGS, its "ok"/"not ok" lines counted.
 py_checks() {
-	local out=$work/py.out rc=0
-	timeout -k 10 120 python3 "$here/fsops_check.py" "$@" >"$out" 2>&1 || rc=$?
+	local out=$work/py.out rc=0 py=${PY:-fsops_check.py}
+	timeout -k 10 120 python3 "$here/$py" "$@" >"$out" 2>&1 || rc=$?
 	cat "$out"
 	passed=$((passed + $(grep -c '^ok - ' "$out" || true)))
 	failed=$((failed + $(grep -c '^not ok - ' "$out" || true)))
 	if ((rc != 0)) && ! grep -q '^not ok - ' "$out"; then
-		fail "fsops_check.py $* (exit $rc)"
+		fail "$py $* (exit $rc)"
 	fi
 }
 py_checks "$mnt/lun1" "$work/tgtd/disk512.img" 512 thin
 py_checks "$mnt/lun2" "$work/tgtd/disk4k.img" 4096 thin
 py_checks "$mnt/lun3" "$work/tgtd/thick.img" 512 thick
+
+# ---------------------------------------------------------------- names and attributes
+
+PY=fsops_names.py py_checks "$mnt" lun3 rw
 
 # ---------------------------------------------------------------- qemu-img
 
@@ -358,6 +366,7 @@ PY
 	check_eq "-o ro: opening for writing (needed to fallocate) is EROFS; lseek works" "$out" \
 		"open Read-only file system
 data 0 hole 1048576"
+	PY=fsops_names.py py_checks "$mnt" lun1 ro
 else
 	fail "mount -o ro $TGT_URL/1"
 	note "$work/mount.err"
