@@ -31,6 +31,8 @@ struct gw_lun {
 	struct blk_dev dev;
 	bool gone;              /* no longer reported by the target (rescan.c); __atomic access */
 	struct bcache_dev *cdev; /* NULL: no block cache */
+	bool pages_stale;       /* a UNIT ATTENTION said its data may have changed: the rescan thread
+				 * invalidates the kernel's pages of it (rescan.c); __atomic access */
 };
 
 struct gw {
