@@ -25,6 +25,7 @@ struct entry {
 	uint8_t *buf;
 	enum state state;
 	bool dirty, flushing, stale, ra, refbit;
+	bool zeroed;           /* dirty, zeroed by a punch or zero range in flight that will make it clean */
 	unsigned refs;         /* readers replying from or waiting for it, write-backs */
 	uint64_t wb_seq;       /* c->seq when its last write-back completed */
 	struct entry *hnext;
@@ -33,6 +34,7 @@ struct entry {
 
 struct bcache_write {
 	uint64_t b0, b1;       /* blocks [b0, b1] */
+	bool zero;             /* a punch or zero range: its whole dirty blocks become clean when it succeeds */
 	struct bcache_write *next;
 };
 
@@ -41,6 +43,7 @@ struct flush_waiter {
 	bcache_io_fn cb;
 	void *arg;
 	int err;
+	bool nosync;           /* bcache_writeback: no backend sync */
 	struct flush_waiter *next;
 };
 
@@ -52,6 +55,8 @@ struct bcache_dev {
 	int wb_err;                   /* first write-back error since the last flush reported */
 	struct flush_waiter *fw;      /* bcache_flush calls waiting for wb_inflight == 0 */
 	atomic_uint ncached;          /* its blocks in the cache (any state); written under the lock */
+	unsigned ndirty;              /* its dirty blocks */
+	atomic_uint gen;              /* bumped when its clean blocks are dropped (streams restart read-ahead) */
 };
 
 struct bcache {
@@ -224,7 +229,7 @@ static struct entry *entry_new(struct bcache *c, struct bcache_dev *d, uint64_t 
 	e->blk = blk;
 	e->state = s;
 	e->refs = 0;
-	e->dirty = e->flushing = e->stale = e->ra = false;
+	e->dirty = e->flushing = e->stale = e->ra = e->zeroed = false;
 	e->refbit = true;
 	e->wb_seq = 0;
 	e->waiters = NULL;
@@ -246,6 +251,25 @@ static void entry_drop(struct bcache *c, struct entry *e)
 		e->state = E_DOOMED;
 	else
 		entry_free(c, e);
+}
+
+static void set_dirty(struct bcache *c, struct entry *e)
+{
+	if (e->dirty)
+		return;
+	e->dirty = true;
+	c->ndirty++;
+	e->dev->ndirty++;
+}
+
+static void set_clean(struct bcache *c, struct entry *e)
+{
+	e->zeroed = false;
+	if (!e->dirty)
+		return;
+	e->dirty = false;
+	c->ndirty--;
+	e->dev->ndirty--;
 }
 
 static bool write_overlaps(const struct bcache_dev *d, uint64_t b0, uint64_t b1)
@@ -397,10 +421,16 @@ static void fill_done(void *arg, int err, const void *data, size_t len)
 }
 
 /* Update st for a read of [off, off + len); returns whether it continues a stream. */
-static bool stream_step(struct bcache *c, struct bcache_stream *st, uint64_t off, size_t len)
+static bool stream_step(struct bcache_dev *d, struct bcache_stream *st, uint64_t off, size_t len)
 {
+	struct bcache *c = d->c;
 	if (!st)
 		return false;
+	unsigned gen = atomic_load(&d->gen);
+	if (st->gen != gen) {
+		st->gen = gen;
+		st->ra_end = 0; /* what it read ahead was dropped: read ahead again */
+	}
 	/* Exactly where the last read ended, or within the window (concurrent reads come a little out of order). */
 	bool seq = off == st->next_off ||
 		   (st->window && off + st->window >= st->next_off && off <= st->next_off + st->window);
@@ -429,7 +459,7 @@ int bcache_read(struct bcache_dev *d, struct bcache_stream *st, uint64_t off, si
 	unsigned nfills = 0;
 
 	pthread_mutex_lock(&c->lock);
-	bool seq = direct ? false : stream_step(c, st, off, len);
+	bool seq = direct ? false : stream_step(d, st, off, len);
 	if (direct || nb > FILLS_MAX / 2 || write_overlaps(d, b0, b1))
 		return bypass_locked(d, off, len, cb, arg);
 	unsigned missing = 0;
@@ -577,10 +607,8 @@ bool bcache_write_absorb(struct bcache_dev *d, uint64_t off, size_t len, const v
 		for (unsigned i = 0; i < npin; i++) {
 			struct entry *e = pin[i];
 			copy_into(c, d, e, off, end, data);
-			if (!e->dirty) {
-				e->dirty = true;
-				c->ndirty++;
-			}
+			set_dirty(c, e);
+			e->zeroed = false; /* holds data now, whatever a zero range in flight does */
 			e->refbit = true;
 			if (e->ra) {
 				e->ra = false; /* overwritten before it was read */
@@ -625,14 +653,22 @@ struct bcache_write *bcache_write_begin(struct bcache_dev *d, uint64_t off, size
 			if (e->flushing && !e->dirty) {
 				/* its write-back in flight carries the old bytes and a discard
 				 * is not ordered after it: write the block back once more */
-				e->dirty = true;
-				c->ndirty++;
+				set_dirty(c, e);
+			} else if (e->dirty && !e->flushing && w && !data) {
+				/* a whole dirty block the punch or zero range covers: once the
+				 * target holds its zeroes, nothing is left to write back (a
+				 * write-back now would undo the deallocation) */
+				uint64_t bstart = b << c->shift;
+				e->zeroed = off <= bstart && end >= bstart + blen(d, b);
+			} else {
+				e->zeroed = false; /* holds written bytes now */
 			}
 		}
 	}
 	if (w) {
 		w->b0 = b0;
 		w->b1 = b1;
+		w->zero = !data;
 		w->next = d->writes;
 		d->writes = w;
 	}
@@ -651,12 +687,23 @@ void bcache_write_end(struct bcache_dev *d, struct bcache_write *w, int err)
 			*pp = w->next;
 			break;
 		}
-	/* The backend may not hold what begin copied into clean blocks: forget them. */
-	for (uint64_t b = w->b0; err && b <= w->b1; b++) {
+	for (uint64_t b = w->b0; b <= w->b1; b++) {
 		struct entry *e = lookup(c, d, b);
-		if (!e || e->state != E_VALID || e->dirty || e->flushing)
+		if (!e || e->state != E_VALID)
 			continue;
-		entry_drop(c, e);
+		if (w->zero && e->zeroed) {
+			/* The target holds the zeroes now (err 0), or may not (then the
+			 * zeroes stay dirty and are written back, as the range promised). */
+			if (!err) {
+				set_clean(c, e);
+				e->wb_seq = ++c->seq; /* newer than what a read begun before may get */
+			}
+			e->zeroed = false;
+			continue;
+		}
+		/* The backend may not hold what begin copied into clean blocks: forget them. */
+		if (err && !e->dirty && !e->flushing)
+			entry_drop(c, e);
 	}
 	pthread_mutex_unlock(&c->lock);
 	free(w);
@@ -677,7 +724,7 @@ static void run_waiters(struct flush_waiter *fw)
 {
 	while (fw) {
 		struct flush_waiter *next = fw->next;
-		if (fw->err) {
+		if (fw->err || fw->nosync) {
 			fw->cb(fw->arg, fw->err, NULL, 0);
 			free(fw);
 		} else {
@@ -715,10 +762,7 @@ static void wb_done(void *arg, int err, const void *data, size_t len)
 	pthread_mutex_lock(&c->lock);
 	e->flushing = false;
 	if (err) {
-		if (!e->dirty) {
-			e->dirty = true; /* kept: the next flush tries again */
-			c->ndirty++;
-		}
+		set_dirty(c, e); /* kept: the next flush tries again */
 		if (!d->wb_err)
 			d->wb_err = err;
 	}
@@ -741,8 +785,7 @@ static void writeback_start(struct bcache_dev *d, struct flush_waiter *fw)
 		struct entry *e = &c->e[i];
 		if (e->dev != d || e->state != E_VALID || !e->dirty || e->flushing)
 			continue;
-		e->dirty = false;
-		c->ndirty--;
+		set_clean(c, e); /* being written back: a zero range in flight no longer makes it clean */
 		e->flushing = true;
 		e->refs++;
 		list[cnt++] = e;
@@ -780,6 +823,27 @@ int bcache_flush(struct bcache_dev *d, bcache_io_fn cb, void *arg)
 	return 0;
 }
 
+int bcache_writeback(struct bcache_dev *d, bcache_io_fn cb, void *arg)
+{
+	struct bcache *c = d->c;
+	pthread_mutex_lock(&c->lock);
+	bool idle = d->ndirty == 0 && d->wb_inflight == 0;
+	pthread_mutex_unlock(&c->lock);
+	if (idle) {
+		cb(arg, 0, NULL, 0); /* nothing cached is newer than the target */
+		return 0;
+	}
+	struct flush_waiter *fw = calloc(1, sizeof(*fw));
+	if (!fw)
+		return -ENOMEM;
+	fw->d = d;
+	fw->cb = cb;
+	fw->arg = arg;
+	fw->nosync = true;
+	writeback_start(d, fw);
+	return 0;
+}
+
 void bcache_dev_remove(struct bcache_dev *d)
 {
 	if (!d)
@@ -792,9 +856,8 @@ void bcache_dev_remove(struct bcache_dev *d)
 			continue;
 		if (e->state != E_DOOMED)
 			hash_remove(c, e);
-		if (e->dirty)
-			c->ndirty--;
-		e->dirty = e->flushing = false;
+		set_clean(c, e);
+		e->flushing = false;
 		e->refs = 0;
 		entry_free(c, e);
 	}
@@ -811,6 +874,7 @@ uint64_t bcache_dev_invalidate(struct bcache_dev *d, uint64_t size)
 	pthread_mutex_lock(&c->lock);
 	__atomic_store_n(&d->be.size, size, __ATOMIC_RELEASE);
 	c->seq++;
+	atomic_fetch_add(&d->gen, 1);
 	for (unsigned i = 0; i < c->n; i++) {
 		struct entry *e = &c->e[i];
 		if (e->dev != d || e->state == E_FREE || e->state == E_DOOMED || e->flushing)
@@ -819,8 +883,7 @@ uint64_t bcache_dev_invalidate(struct bcache_dev *d, uint64_t size)
 			if ((e->blk << c->shift) < size || e->refs)
 				continue; /* the newest data of a block that still exists */
 			lost += c->bsz; /* beyond the LUN's new end: nowhere to write it */
-			e->dirty = false;
-			c->ndirty--;
+			set_clean(c, e);
 		}
 		if (e->state == E_FILLING) {
 			e->stale = true; /* its waiting readers get it, then it is dropped */
@@ -830,6 +893,12 @@ uint64_t bcache_dev_invalidate(struct bcache_dev *d, uint64_t size)
 	}
 	pthread_mutex_unlock(&c->lock);
 	return lost;
+}
+
+void bcache_dev_drop_clean(struct bcache_dev *d)
+{
+	if (d)
+		bcache_dev_invalidate(d, dev_size(d));
 }
 
 bool bcache_dev_empty(struct bcache_dev *d) { return atomic_load(&d->ncached) == 0; }

@@ -59,6 +59,7 @@ struct bcache_stream {
 	uint64_t next_off;  /* where a sequential read would start, bytes */
 	uint32_t window;    /* read-ahead, bytes; 0 while reads look random */
 	uint64_t ra_end;    /* read-ahead issued up to here, bytes */
+	unsigned gen;       /* the device's generation ra_end belongs to */
 };
 
 struct bcache_stats {
@@ -108,6 +109,16 @@ int bcache_read(struct bcache_dev *d, struct bcache_stream *st, uint64_t off, si
 uint64_t bcache_dev_invalidate(struct bcache_dev *d, uint64_t size);
 
 /*
+ * Another initiator may have written the LUN (a file opened: close-to-open;
+ * a UNIT ATTENTION saying the medium may have changed): forget d's clean
+ * blocks and what every stream read ahead, so that the next reads go to
+ * the target.  Dirty blocks (written here, not yet written back) and
+ * blocks being written back stay: they are newer than the target.  Fills
+ * in flight are dropped once their readers have them.  d may be NULL.
+ */
+void bcache_dev_drop_clean(struct bcache_dev *d);
+
+/*
  * Whether d has no block in the cache: an O_DIRECT read may then go to the
  * backend straight (nothing cached can be newer).  Lock-free.
  */
@@ -129,7 +140,10 @@ bool bcache_write_absorb(struct bcache_dev *d, uint64_t off, size_t len, const v
  * blocks of the range are dropped).  Returns a token, NULL only on
  * allocation failure (then the clean cached blocks of the range were
  * dropped instead; NULL is a valid token for end).  data NULL: the range
- * becomes zeroes (a punched or zeroed range, fallocate).
+ * becomes zeroes (a punched or zeroed range, fallocate); the dirty blocks
+ * it covers whole (not being written back) become clean when end gets
+ * err 0, since the target then holds their zeroes (a later write-back
+ * would allocate the blocks again).
  */
 struct bcache_write *bcache_write_begin(struct bcache_dev *d, uint64_t off, size_t len, const void *data);
 void bcache_write_end(struct bcache_dev *d, struct bcache_write *w, int err);
@@ -141,6 +155,17 @@ void bcache_write_end(struct bcache_dev *d, struct bcache_write *w, int err);
  * dirty (it never waits for a slot there).
  */
 int bcache_flush(struct bcache_dev *d, bcache_io_fn cb, void *arg);
+
+/*
+ * Write back every dirty block of d and wait for write-backs in flight,
+ * without the backend's sync: afterwards the target holds everything
+ * written through the cache, so a question the target answers (GET LBA
+ * STATUS for SEEK_DATA/SEEK_HOLE) sees it as data.  cb gets the first
+ * write-back error (0 or negative errno), on the caller's thread at once
+ * when nothing is dirty or in flight, else on a backend completion.
+ * Returns 0 or -ENOMEM.
+ */
+int bcache_writeback(struct bcache_dev *d, bcache_io_fn cb, void *arg);
 
 /* Counters over the whole cache (all devices). */
 void bcache_get_stats(struct bcache *c, struct bcache_stats *out);

@@ -323,6 +323,7 @@ struct seek_op {
 	uint64_t lba;               /* the block GET LBA STATUS was asked about */
 	unsigned rounds;            /* GET LBA STATUS answers used (SEEK_ROUNDS_MAX) */
 	bool hole;
+	bool lba_status;            /* ask GET LBA STATUS; else everything is data */
 	unsigned retries;           /* blk_retry_decide */
 	uint64_t retry_t0;
 	struct blk_retry_item ritem;
@@ -424,24 +425,49 @@ static void seek_done(void *arg, const struct iscsi_cmd_result *res)
 	seek_submit(op);
 }
 
-int blk_seek(struct blk_dev *d, const struct discard_caps *c, uint64_t off, bool hole, blk_seek_fn cb, void *arg)
+struct seek_op *blk_seek_prepare(struct blk_dev *d, const struct discard_caps *c, uint64_t off, bool hole,
+				 blk_seek_fn cb, void *arg, int *err)
 {
-	if (off >= blk_dev_size(d))
-		return -EINVAL;
+	if (off >= blk_dev_size(d)) {
+		*err = -EINVAL;
+		return NULL;
+	}
 	struct seek_op *op = calloc(1, sizeof(*op));
-	if (!op)
-		return -ENOMEM;
+	if (!op) {
+		*err = -ENOMEM;
+		return NULL;
+	}
 	op->d = d;
 	op->off = off;
 	op->lba = off / d->bs;
 	op->hole = hole;
 	op->cb = cb;
 	op->arg = arg;
-	if (!c->lba_status) {
+	op->lba_status = c->lba_status;
+	if (op->lba_status)
+		op->slice = buf_pool_get(d->pool, NULL);
+	*err = 0;
+	return op;
+}
+
+void blk_seek_start(struct seek_op *op, int err)
+{
+	if (err)
+		seek_finish(op, err, 0);
+	else if (op->off >= blk_dev_size(op->d)) /* the LUN shrank meanwhile */
+		seek_finish(op, -ENXIO, 0);
+	else if (!op->lba_status)
 		seek_all_data(op);
-		return 0;
-	}
-	op->slice = buf_pool_get(d->pool, NULL);
-	seek_submit(op);
+	else
+		seek_submit(op);
+}
+
+int blk_seek(struct blk_dev *d, const struct discard_caps *c, uint64_t off, bool hole, blk_seek_fn cb, void *arg)
+{
+	int err;
+	struct seek_op *op = blk_seek_prepare(d, c, off, hole, cb, arg, &err);
+	if (!op)
+		return err;
+	blk_seek_start(op, 0);
 	return 0;
 }

@@ -82,4 +82,17 @@ typedef void (*blk_seek_fn)(void *arg, int err, uint64_t result);
  */
 int blk_seek(struct blk_dev *d, const struct discard_caps *c, uint64_t off, bool hole, blk_seek_fn cb, void *arg);
 
+/*
+ * blk_seek in two steps, for a seek that must wait for something first
+ * (the block cache's write-back): blk_seek_prepare takes what the command
+ * needs (a pool slice: may wait, so on the caller's thread) and returns
+ * the operation, or NULL (-EINVAL, -ENOMEM in *err); blk_seek_start sends
+ * it, from any thread (never waits), or fails it with err (a negative
+ * errno: cb gets err).  cb is called once, from start on.
+ */
+struct seek_op;
+struct seek_op *blk_seek_prepare(struct blk_dev *d, const struct discard_caps *c, uint64_t off, bool hole,
+				 blk_seek_fn cb, void *arg, int *err);
+void blk_seek_start(struct seek_op *op, int err);
+
 #endif

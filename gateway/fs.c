@@ -459,7 +459,14 @@ static void gw_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 		fuse_reply_err(req, EACCES);
 		return;
 	}
-	fi->keep_cache = 0; /* another initiator may have written since */
+	/*
+	 * Close-to-open: an open sees every write the target acknowledged
+	 * before it, also another initiator's.  The kernel drops the file's
+	 * page cache at an open without keep_cache; the block cache drops the
+	 * LUN's clean blocks (its dirty ones are this mount's newest data).
+	 */
+	fi->keep_cache = 0;
+	bcache_dev_drop_clean(l->cdev);
 	if (g->cache) {
 		struct gw_file *f = gw_file_new(g, (fi->flags & O_DIRECT) != 0);
 		if (!f) {
@@ -883,6 +890,13 @@ static void seek_done(void *arg, int err, uint64_t result)
 		fuse_reply_lseek(req, (off_t)result);
 }
 
+static void seek_after_writeback(void *arg, int err, const void *data, size_t len)
+{
+	(void)data;
+	(void)len;
+	blk_seek_start(arg, err);
+}
+
 /*
  * SEEK_DATA / SEEK_HOLE from GET LBA STATUS where the LUN is thin
  * provisioned, else everything is data; the end of the LUN is the
@@ -914,9 +928,26 @@ static void gw_lseek(fuse_req_t req, fuse_ino_t ino, off_t off, int whence, stru
 	}
 	struct discard_caps caps;
 	discard_caps_from_info(&caps, &l->info);
-	int rc = blk_seek(&l->dev, &caps, (uint64_t)off, whence == SEEK_HOLE, seek_done, req);
-	if (rc)
+	if (!l->cdev) {
+		int rc = blk_seek(&l->dev, &caps, (uint64_t)off, whence == SEEK_HOLE, seek_done, req);
+		if (rc)
+			fuse_reply_err(req, -rc);
+		return;
+	}
+	/*
+	 * Write-back: data written but not yet written back is data, not a
+	 * hole (a copier that skips holes would lose it).  Write the LUN's
+	 * dirty blocks back first; then the target's answer covers them.
+	 */
+	int rc;
+	struct seek_op *op = blk_seek_prepare(&l->dev, &caps, (uint64_t)off, whence == SEEK_HOLE, seek_done, req, &rc);
+	if (!op) {
 		fuse_reply_err(req, -rc);
+		return;
+	}
+	rc = bcache_writeback(l->cdev, seek_after_writeback, op);
+	if (rc)
+		blk_seek_start(op, rc);
 }
 
 const struct fuse_lowlevel_ops gw_ops = {

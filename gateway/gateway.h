@@ -42,6 +42,8 @@ struct gw_lun {
 	struct timespec atime, mtime, ctime;
 	/* ns since the epoch (CLOCK_REALTIME_COARSE) of the last write, punch or zero range since the last setattr, 0 if none; __atomic, relaxed */
 	int64_t write_ns;
+	bool pages_stale;       /* a UNIT ATTENTION said its data may have changed: the rescan thread
+				 * invalidates the kernel's pages of it (rescan.c); __atomic access */
 };
 
 struct gw {

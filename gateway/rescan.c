@@ -113,20 +113,51 @@ static void prompt(struct gw_rescan *r, unsigned ev)
 	pthread_mutex_unlock(&r->lock);
 }
 
-/* blk_ua_fn: on the event thread; only sets bits. */
+/*
+ * The LU's data may have changed behind us (SCSI_UA_MEDIUM: medium may have
+ * changed, power on or reset, capacity changed; SCSI_UA_LUNS: a LUN may
+ * have been re-created under its number, so every LUN): the block cache
+ * forgets the clean blocks at once, so that the command the UNIT ATTENTION
+ * came with, retried, and every later read see the LU's data; the kernel's
+ * pages are invalidated by the rescan thread (pages_stale), since the
+ * event thread must not wait for the kernel.  Returns the bits to prompt.
+ */
+static unsigned drop_cached(struct gw *g, uint64_t lun_field, unsigned events)
+{
+	if (!(events & (SCSI_UA_MEDIUM | SCSI_UA_LUNS)))
+		return events;
+	bool dropped = false;
+	for (size_t i = 0, n = gw_nluns(g); i < n; i++) {
+		struct gw_lun *l = &g->luns[i];
+		if (!(events & SCSI_UA_LUNS) && l->dev.lun_field != lun_field)
+			continue;
+		bcache_dev_drop_clean(l->cdev);
+		__atomic_store_n(&l->pages_stale, true, __ATOMIC_RELEASE);
+		dropped = true;
+	}
+	return dropped ? events | SCSI_UA_MEDIUM : events & ~(unsigned)SCSI_UA_MEDIUM;
+}
+
+/* blk_ua_fn: on the event thread; drops cached data, sets bits. */
 static void ua_hook(void *arg, uint64_t lun_field, unsigned events, const struct scsi_sense *sense)
 {
 	struct gw_rescan *r = arg;
-	log_info("LUN field 0x%016llx: UNIT ATTENTION %02xh/%02xh%s", (unsigned long long)lun_field, sense->asc,
-		 sense->ascq, events ? ", rescanning" : "");
+	events = drop_cached(r->g, lun_field, events);
+	log_info("LUN field 0x%016llx: UNIT ATTENTION %02xh/%02xh%s%s", (unsigned long long)lun_field, sense->asc,
+		 sense->ascq, events & SCSI_UA_MEDIUM ? ", cached data dropped" : "", events ? ", rescanning" : "");
 	prompt(r, events);
 }
 
-/* A UNIT ATTENTION consumed by one of our own synchronous commands. */
+/* A UNIT ATTENTION consumed by one of our own synchronous commands, sent to the LUN lun_field. */
+struct own_ua_ctx {
+	struct gw_rescan *r;
+	uint64_t lun_field;
+};
+
 static void own_ua(void *arg, const struct scsi_sense *sense)
 {
-	struct gw_rescan *r = arg;
-	blk_retry_note_ua(r->g->retry, 0, sense);
+	struct own_ua_ctx *o = arg;
+	blk_retry_note_ua(o->r->g->retry, o->lun_field, sense);
 }
 
 /* ---- one round ---- */
@@ -281,7 +312,8 @@ static int read_capacity(struct gw_rescan *r, struct gw_lun *l, void *buf, struc
 	bool use16 = l->info.use16;
 	cmd.len = use16 ? 32 : 8;
 	cmd.cdb_len = (uint8_t)(use16 ? scsi_cdb_read_capacity16(cmd.cdb, 32) : scsi_cdb_read_capacity10(cmd.cdb));
-	int rc = iscsi_exec_retry_ua(r->g->s, &cmd, &res, own_ua, r);
+	struct own_ua_ctx o = {r, l->dev.lun_field};
+	int rc = iscsi_exec_retry_ua(r->g->s, &cmd, &res, own_ua, &o);
 	if (rc)
 		return rc;
 	rc = use16 ? scsi_parse_read_capacity16(buf, res.xfer_len, cap) : scsi_parse_read_capacity10(buf, res.xfer_len, cap);
@@ -294,7 +326,8 @@ static int read_capacity(struct gw_rescan *r, struct gw_lun *l, void *buf, struc
 static void wp_follow(struct gw_rescan *r, struct gw_lun *l, void *buf, size_t buflen)
 {
 	bool wp;
-	if (iscsi_lun_write_protect(r->g->s, l->info.lun_field, buf, buflen, &wp, own_ua, r) || wp == l->info.wp)
+	struct own_ua_ctx o = {r, l->dev.lun_field};
+	if (iscsi_lun_write_protect(r->g->s, l->info.lun_field, buf, buflen, &wp, own_ua, &o) || wp == l->info.wp)
 		return;
 	l->info.wp = wp;
 	__atomic_store_n(&l->ro, r->g->ro || wp, __ATOMIC_RELAXED);
@@ -355,6 +388,10 @@ static void run_round(struct gw_rescan *r, unsigned ev, bool periodic)
 	atomic_fetch_add(&r->rescans, 1);
 	if (!periodic)
 		atomic_fetch_add(&r->prompted, 1);
+	if (ev & SCSI_UA_MEDIUM)
+		for (size_t i = 0, n = gw_nluns(g); i < n; i++)
+			if (__atomic_exchange_n(&g->luns[i].pages_stale, false, __ATOMIC_ACQ_REL))
+				notify_inode(g, g->luns[i].ino); /* the kernel's pages of it are dropped too */
 	if (g->url_lun < 0 && (periodic || (ev & SCSI_UA_LUNS)))
 		luns_round(r, buf, buflen);
 	if (periodic || (ev & (SCSI_UA_CAPACITY | SCSI_UA_PROBE)) || g->url_lun >= 0)

@@ -291,8 +291,17 @@ int scsi_retry_delay_ms(enum scsi_retry c, unsigned attempt, uint64_t elapsed_ms
  *                     (2Ah/01h), inquiry data has changed (3Fh/03h),
  *                     microcode changed (3Fh/01h): READ CAPACITY and
  *                     MODE SENSE again.
+ *   SCSI_UA_MEDIUM    the LU's data may have changed other than by our
+ *                     writes, so cached reads must go to it again: not
+ *                     ready to ready / medium may have changed (28h/xx),
+ *                     power on / reset / I_T nexus loss (29h/xx: the
+ *                     target may have restarted with other data), capacity
+ *                     data has changed (2Ah/09h: often a LUN re-created),
+ *                     inquiry data has changed (3Fh/03h).  (REPORTED LUNS
+ *                     DATA HAS CHANGED concerns other LUNs: a LUN may have
+ *                     been re-created under its number.)
  */
-enum { SCSI_UA_CAPACITY = 1u << 0, SCSI_UA_LUNS = 1u << 1, SCSI_UA_PROBE = 1u << 2 };
+enum { SCSI_UA_CAPACITY = 1u << 0, SCSI_UA_LUNS = 1u << 1, SCSI_UA_PROBE = 1u << 2, SCSI_UA_MEDIUM = 1u << 3 };
 unsigned scsi_ua_event(const struct scsi_sense *sense);
 
 #endif

@@ -182,15 +182,17 @@ unsigned scsi_ua_event(const struct scsi_sense *sense)
 	switch (sense->asc) {
 	case 0x2a:
 		if (sense->ascq == 0x09)
-			return SCSI_UA_CAPACITY;
+			return SCSI_UA_CAPACITY | SCSI_UA_MEDIUM;
 		return sense->ascq == 0x01 ? SCSI_UA_PROBE : 0; /* reservations, priorities: nothing to re-read */
 	case 0x3f:
 		if (sense->ascq == 0x0e)
 			return SCSI_UA_LUNS;
-		return sense->ascq == 0x01 || sense->ascq == 0x03 ? SCSI_UA_PROBE : 0;
+		if (sense->ascq == 0x03)
+			return SCSI_UA_PROBE | SCSI_UA_MEDIUM;
+		return sense->ascq == 0x01 ? SCSI_UA_PROBE : 0;
 	case 0x28: /* not ready to ready change, medium may have changed */
 	case 0x29: /* power on, reset, bus device reset, I_T nexus loss */
-		return SCSI_UA_PROBE;
+		return SCSI_UA_PROBE | SCSI_UA_MEDIUM;
 	default:
 		return 0;
 	}

@@ -12,6 +12,13 @@
 # buffered and O_DIRECT reads and writes (tests/e2e/cache_model.py) match a
 # model at every read; after fsync (write-through) or unmount (write-back)
 # the backing file equals the model; a fresh mount reads the model back.
+# Coherence with another initiator (a second mount, its own session, no
+# cache): for the cache off, write-through and write-back, a region read
+# through the file, rewritten by the second initiator, is read anew after
+# close and open (close-to-open); with the file kept open, a region changed
+# on the target and a dropped connection (tgtd's POWER ON / RESET UNIT
+# ATTENTION for the new I_T nexus) make the open file's reads see the
+# target's data within a rescan interval.
 #
 # Prints "ok - ..." / "not ok - ..." per check and "N passed, M failed";
 # exits 1 if anything failed, 77 (skip) when not root.
@@ -35,16 +42,21 @@ fi
 
 work=$(mktemp -d "${TMPDIR:-/tmp}/iserfuse-cache.XXXXXX")
 mnt=$work/mnt
-mkdir -p "$mnt"
-daemon=''
+mnt2=$work/mnt2
+mkdir -p "$mnt" "$mnt2"
+daemon='' daemon2='' reader=''
 
 cleanup() {
 	local rc=$?
 	set +e
-	if mountpoint -q "$mnt"; then
-		fusermount3 -u "$mnt" 2>/dev/null || fusermount3 -uz "$mnt"
-	fi
+	[[ -n $reader ]] && _targets_kill "$reader" 5
+	for m in "$mnt" "$mnt2"; do
+		if mountpoint -q "$m"; then
+			fusermount3 -u "$m" 2>/dev/null || fusermount3 -uz "$m"
+		fi
+	done
 	[[ -n $daemon ]] && _targets_kill "$daemon" 5
+	[[ -n $daemon2 ]] && _targets_kill "$daemon2" 5
 	tgtd_stop "$work/tgtd"
 	if ((rc == 0 && failed == 0)); then
 		rm -rf "$work"
@@ -71,7 +83,8 @@ dd if=/dev/urandom of="$img2" bs=1M count=64 conv=notrunc status=none
 
 # mount_cache OPTIONS...: mount in the foreground in the background; daemon = its PID.
 mount_cache() {
-	"$iserfuse" -f -o cache_size=8M "$@" "$TGT_URL" "$mnt" 2>"$work/daemon.log" &
+	"$iserfuse" -f -o cache_size=8M -o initiator_name=iqn.2026-11.org.example:cache-a "$@" "$TGT_URL" "$mnt" \
+		2>"$work/daemon.log" &
 	daemon=$!
 	for _ in $(seq 100); do
 		[[ -e $mnt/lun2 ]] && return 0
@@ -144,5 +157,108 @@ run_mode writeback
 if mount_cache; then
 	check "a fresh mount reads lun1 as the model" cmp "$mnt/lun1" "$work/lun1.model"
 	unmount_cache || fail "fresh mount: unmount"
+fi
+
+# ---------------------------------------------------------------- another initiator
+
+# The second initiator: a second mount (its own session and I_T nexus), no cache, O_DIRECT writes.
+if "$iserfuse" -f -o cache_size=0 -o initiator_name=iqn.2026-11.org.example:cache-b "$TGT_URL" "$mnt2" \
+	2>"$work/daemon2.log" &
+then
+	daemon2=$!
+fi
+for _ in $(seq 100); do
+	[[ -e $mnt2/lun1 ]] && break
+	sleep 0.1
+done
+check "a second initiator mounts the same LUNs" test -e "$mnt2/lun1"
+
+# region OFF_MIB: 1 MiB of lun1 read through the first mount (twice: the second read is cached).
+read_region() {
+	dd if="$mnt/lun1" bs=64k skip=$(($1 * 16)) count=16 status=none
+}
+# other_write OFF_MIB FILE: the second initiator writes FILE (1 MiB) there and syncs.
+other_write() {
+	dd if="$2" of="$mnt2/lun1" bs=64k seek=$(($1 * 16)) oflag=direct conv=notrunc,fsync status=none
+}
+
+coherence() {
+	local what=$1 at=$2
+	shift 2
+	if ! mount_cache "$@"; then
+		fail "$what: mount"
+		note "$work/daemon.log"
+		return
+	fi
+	read_region "$at" >/dev/null
+	read_region "$at" >"$work/old.bin"
+	head -c 1048576 /dev/urandom >"$work/new.bin"
+	other_write "$at" "$work/new.bin"
+	check "$what: the second initiator's write reached the target" \
+		cmp <(dd if="$img1" bs=64k skip=$((at * 16)) count=16 status=none) "$work/new.bin"
+	check "$what: after close and open the file reads the second initiator's write" \
+		cmp <(read_region "$at") "$work/new.bin"
+	unmount_cache || fail "$what: unmount"
+}
+if [[ -n $daemon2 ]]; then
+	coherence "close-to-open, no cache (the kernel's page cache)" 4 -o cache_size=0
+	coherence "close-to-open, write-through cache" 8
+	coherence "close-to-open, write-back cache" 12 -o writeback
+fi
+
+# A UNIT ATTENTION saying the LU may have changed (POWER ON / RESET for the
+# new I_T nexus after a dropped connection) drops the cached data, also the
+# kernel's pages of a file kept open.
+if mount_cache -o rescan_interval=1; then
+	ctl=$(<"$work/tgtd/ctl")
+	head -c 1048576 /dev/urandom >"$work/new.bin"
+	rm -f "$work/ua.go"
+	python3 - "$mnt/lun1" $((20 * 1048576)) "$work/new.bin" "$work/ua.go" >"$work/ua.out" 2>&1 <<'PY' &
+import os, sys, time
+fd = os.open(sys.argv[1], os.O_RDONLY)
+off, n = int(sys.argv[2]), 1 << 20
+os.pread(fd, n, off)
+old = os.pread(fd, n, off)
+print("cached", flush=True)
+while not os.path.exists(sys.argv[4]):  # the target's data changed, the connection dropped
+    time.sleep(0.05)
+new = open(sys.argv[3], "rb").read()
+t0 = time.monotonic()
+while time.monotonic() - t0 < 20:
+    got = os.pread(fd, n, off)
+    if got == new:
+        print("new data after %.1f s" % (time.monotonic() - t0))
+        sys.exit(0)
+    time.sleep(0.25)
+print("still the old data after 20 s" if got == old else "other data after 20 s")
+sys.exit(1)
+PY
+	reader=$!
+	for _ in $(seq 50); do
+		grep -q cached "$work/ua.out" && break
+		sleep 0.1
+	done
+	dd if="$work/new.bin" of="$img1" bs=1M seek=20 conv=notrunc,fsync status=none
+	sid=$(timeout 10 tgtadm -C "$ctl" --lld iscsi --op show --mode target |
+		awk '/I_T nexus:/ {n = $3} /Initiator: iqn.2026-11.org.example:cache-a/ {print n; exit}')
+	if [[ -n $sid ]] && timeout 10 tgtadm -C "$ctl" --lld iscsi --op delete --mode conn --tid 1 --sid "$sid" --cid 0; then
+		touch "$work/ua.go"
+	fi
+	rc=0
+	wait "$reader" || rc=$?
+	reader=''
+	if ((rc == 0)); then
+		pass "a file kept open reads the target's new data after a POWER ON/RESET UNIT ATTENTION ($(tail -n 1 "$work/ua.out"))"
+	else
+		fail "a file kept open reads the target's new data after a POWER ON/RESET UNIT ATTENTION (I_T nexus '$sid')"
+		note "$work/ua.out"
+		grep -i "attention\|reinstat\|connection" "$work/daemon.log" | tail -n 5 | sed 's/^/#   /'
+	fi
+	unmount_cache || fail "UNIT ATTENTION: unmount"
+fi
+if [[ -n $daemon2 ]]; then
+	fusermount3 -u "$mnt2"
+	_targets_wait_gone "$daemon2" 20 || true
+	daemon2=''
 fi
 summary

@@ -40,7 +40,7 @@ static void map(unsigned status, const struct scsi_sense *sense)
 	CHECK((c != SCSI_RETRY_NO) == retry);
 	CHECK(scsi_retry_delay_ms(c, 0, 0, 30000) >= 0 || !retry);
 	unsigned ev = scsi_ua_event(sense);
-	CHECK((ev & ~(unsigned)(SCSI_UA_CAPACITY | SCSI_UA_LUNS | SCSI_UA_PROBE)) == 0);
+	CHECK((ev & ~(unsigned)(SCSI_UA_CAPACITY | SCSI_UA_LUNS | SCSI_UA_PROBE | SCSI_UA_MEDIUM)) == 0);
 	if (ev)
 		CHECK(sense && sense->key == SCSI_SK_UNIT_ATTENTION);
 }

@@ -19,6 +19,8 @@
 # fsops_names.py: names that cannot be made or removed (EPERM, EROFS on
 # the -o ro mount), mode, owner and times kept, mtime and ctime following
 # writes, punches and zero ranges.
+# with -o writeback, SEEK_DATA/SEEK_HOLE count data not yet written back
+# and a punch over it leaves a hole in the backing file.
 #
 # Prints "ok - ..." / "not ok - ..." and "N passed, M failed"; exits 1 if
 # anything failed, 77 (skip) when not root, 2 on bad usage.
@@ -374,6 +376,56 @@ fi
 fusermount3 -u "$mnt" 2>/dev/null || true
 [[ -n $daemon_pid ]] && _targets_wait_gone "$daemon_pid" 20
 daemon_pid=''
+
+# ---------------------------------------------------------------- write-back cache
+
+# Data written but not yet written back is data for SEEK_DATA/SEEK_HOLE (a
+# copier that skips holes would lose it), and a punch over such data
+# leaves a hole on the target (no later write-back allocates it again).
+if timeout -k 10 120 "$iserfuse" -o writeback -o initiator_name=iqn.2026-11.org.example:fsops "$TGT_URL" "$mnt" \
+	>"$work/mount.out" 2>"$work/mount.err" </dev/null && is_mounted "$mnt"; then
+	daemon_pid=$(pgrep -nf -- "$iserfuse .*$mnt" || true)
+	out=$(timeout -k 10 60 python3 - "$mnt/lun2" "$work/tgtd/disk4k.img" <<'PY' 2>&1
+import ctypes, os, sys
+libc = ctypes.CDLL(None, use_errno=True)
+libc.fallocate.argtypes = [ctypes.c_int, ctypes.c_int, ctypes.c_int64, ctypes.c_int64]
+M = 1 << 20
+fd = os.open(sys.argv[1], os.O_RDWR)
+if libc.fallocate(fd, 0x03, 24 * M, 8 * M) != 0:
+    sys.exit("punch 24M+8M: %s" % os.strerror(ctypes.get_errno()))
+os.fsync(fd)
+data = os.urandom(128 * 1024)
+os.pwrite(fd, data, 25 * M)  # whole 64 KiB cache blocks: kept dirty, not on the target yet
+rd = os.open(sys.argv[1], os.O_RDONLY)  # a copier's own descriptor, the writer still open
+d, h = os.lseek(rd, 24 * M, os.SEEK_DATA), os.lseek(rd, 25 * M, os.SEEK_HOLE)
+print("seek", d == 25 * M and h >= 25 * M + len(data), d, h)
+print("read", os.pread(rd, len(data), 25 * M) == data)
+os.pwrite(fd, os.urandom(M), 28 * M)  # dirty, then punched before any write-back
+if libc.fallocate(fd, 0x03, 28 * M, M) != 0:
+    sys.exit("punch 28M+1M: %s" % os.strerror(ctypes.get_errno()))
+os.fsync(fd)
+print("zeroes", os.pread(rd, M, 28 * M) == bytes(M))
+b = os.open(sys.argv[2], os.O_RDONLY)
+try:
+    bd = os.lseek(b, 28 * M, os.SEEK_DATA)
+except OSError:
+    bd = 32 * M
+print("backing_hole", bd >= 29 * M, bd)
+PY
+	) || true
+	check_eq "-o writeback: SEEK_DATA/SEEK_HOLE see data not yet written back; a punch over it leaves a hole on the target" \
+		"$(awk '{print $1, $2}' <<<"$out")" "seek True
+read True
+zeroes True
+backing_hole True"
+	echo "# $(tr '\n' ' ' <<<"$out")"
+	fusermount3 -u "$mnt" 2>/dev/null || true
+	[[ -n $daemon_pid ]] && _targets_wait_gone "$daemon_pid" 20
+	daemon_pid=''
+else
+	fail "mount -o writeback $TGT_URL"
+	note "$work/mount.err"
+fi
 
 reports=$(find "$work" -maxdepth 1 -name 'sanitizer.*' | sort)
 if [[ -z $reports ]]; then

@@ -6,6 +6,7 @@
  * completes out of order.
  */
 #include <criterion/criterion.h>
+#include <errno.h>
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdlib.h>
@@ -586,3 +587,253 @@ static void coherence_run(bool writeback)
 Test(bcache, concurrent_writers_never_read_stale_write_through, .timeout = 120) { coherence_run(false); }
 
 Test(bcache, concurrent_writers_never_read_stale_write_back, .timeout = 120) { coherence_run(true); }
+
+/* ---- what another initiator wrote, and operations the target answers ---- */
+
+struct env {
+	struct fake f;
+	void *bufs[32];
+	void *mem;
+	struct bcache *c;
+	struct bcache_dev *d;
+};
+
+static void env_init(struct env *v, bool writeback)
+{
+	fake_init(&v->f, 256 * BS, false);
+	v->mem = blocks(32, v->bufs);
+	cr_assert_eq(bcache_create(&v->c, BS, 32, v->bufs, writeback), 0);
+	struct bcache_backend be = fake_backend(&v->f);
+	cr_assert_eq(bcache_dev_add(v->c, &be, &v->d), 0);
+}
+
+static void env_fini(struct env *v)
+{
+	fake_fini(&v->f);
+	bcache_dev_remove(v->d);
+	bcache_destroy(v->c);
+	free(v->mem);
+}
+
+static uint64_t dirty_blocks(struct bcache *c)
+{
+	struct bcache_stats st;
+	bcache_get_stats(c, &st);
+	return st.dirty_blocks;
+}
+
+/* Another initiator writes the target: the fake's disk changes behind the cache. */
+static void other_initiator_writes(struct fake *f, uint64_t off, size_t len, uint8_t val)
+{
+	memset(f->disk + off, val, len);
+}
+
+static size_t do_read_direct(struct bcache_dev *d, uint64_t off, size_t len, uint8_t *out)
+{
+	struct waiter w;
+	waiter_init(&w, out);
+	cr_assert_eq(bcache_read(d, NULL, off, len, true, read_cb, &w), 0);
+	cr_assert_eq(waiter_wait(&w), 0);
+	return w.got;
+}
+
+Test(bcache, drop_clean_shows_another_initiators_writes_and_keeps_dirty_blocks)
+{
+	struct env v;
+	env_init(&v, true);
+	struct bcache_stream st = {0};
+	uint8_t buf[4 * BS], mine[BS];
+	/* blocks 0..3 cached clean (a sequential reader), block 8 dirty (ours) */
+	do_read(v.d, &st, 0, 2 * BS, buf);
+	do_read(v.d, &st, 2 * BS, 2 * BS, buf);
+	cr_assert(cached(v.c, v.d, 1));
+	memset(mine, 0x55, sizeof(mine));
+	cr_assert(bcache_write_absorb(v.d, 8 * BS, BS, mine));
+	other_initiator_writes(&v.f, 0, 16 * BS, 0xaa);
+	do_read(v.d, NULL, 0, BS, buf);
+	cr_assert_eq(buf[0], 0, "before: the clean cached block (stale) is what a read sees");
+	bcache_dev_drop_clean(v.d);
+	cr_assert_not(cached(v.c, v.d, 1), "clean blocks are gone");
+	do_read(v.d, &st, 0, 4 * BS, buf);
+	for (size_t i = 0; i < sizeof(buf); i++)
+		cr_assert_eq(buf[i], 0xaa, "after the drop a read sees the other initiator's byte %zu", i);
+	do_read(v.d, NULL, 8 * BS, BS, buf);
+	cr_assert_eq(memcmp(buf, mine, BS), 0, "our dirty block is newer than the target and stays");
+	cr_assert_eq(dirty_blocks(v.c), 1);
+	cr_assert_eq(do_flush(v.d), 0);
+	cr_assert_eq(memcmp(v.f.disk + 8 * BS, mine, BS), 0);
+	env_fini(&v);
+}
+
+Test(bcache, drop_clean_restarts_a_streams_read_ahead)
+{
+	struct env v;
+	env_init(&v, false);
+	struct bcache_stream st = {0};
+	uint8_t buf[2 * BS];
+	for (uint64_t off = 0; off < 8 * BS; off += 2 * BS)
+		do_read(v.d, &st, off, 2 * BS, buf);
+	struct bcache_stats a, b;
+	bcache_get_stats(v.c, &a);
+	cr_assert_gt(a.ra_bytes, 0);
+	cr_assert_gt(st.ra_end, 8 * BS);
+	other_initiator_writes(&v.f, 8 * BS, 16 * BS, 0x77);
+	bcache_dev_drop_clean(v.d);
+	do_read(v.d, &st, 8 * BS, 2 * BS, buf);
+	cr_assert_eq(buf[0], 0x77);
+	bcache_get_stats(v.c, &b);
+	cr_assert_gt(b.ra_bytes, a.ra_bytes, "the window ahead is read again");
+	do_read(v.d, &st, 10 * BS, 2 * BS, buf);
+	cr_assert_eq(buf[BS], 0x77, "read ahead after the drop: new data");
+	env_fini(&v);
+}
+
+Test(bcache, drop_clean_makes_a_fill_in_flight_not_kept)
+{
+	struct fake f;
+	fake_init(&f, 256 * BS, true);
+	void *bufs[32];
+	void *mem = blocks(32, bufs);
+	struct bcache *c;
+	struct bcache_dev *d;
+	cr_assert_eq(bcache_create(&c, BS, 32, bufs, false), 0);
+	struct bcache_backend be = fake_backend(&f);
+	cr_assert_eq(bcache_dev_add(c, &be, &d), 0);
+	struct bcache_stream st = {0};
+	uint8_t buf[2 * BS];
+	do_read(d, &st, 0, 2 * BS, buf);
+	/* the next sequential read's fill is held in flight while the LUN is dropped */
+	pthread_mutex_lock(&f.lock);
+	f.gate = true;
+	pthread_mutex_unlock(&f.lock);
+	struct waiter w;
+	waiter_init(&w, buf);
+	cr_assert_eq(bcache_read(d, &st, 2 * BS, 2 * BS, false, read_cb, &w), 0);
+	bcache_dev_drop_clean(d);
+	fake_open_gate(&f);
+	cr_assert_eq(waiter_wait(&w), 0);
+	usleep(20000); /* read-ahead fills complete */
+	memset(f.disk + 2 * BS, 0x31, 2 * BS);
+	do_read(d, NULL, 2 * BS, 2 * BS, buf);
+	cr_assert_eq(buf[0], 0x31, "a fill that was in flight at the drop is not kept");
+	fake_fini(&f);
+	bcache_dev_remove(d);
+	bcache_destroy(c);
+	free(mem);
+}
+
+Test(bcache, writeback_without_sync_puts_dirty_data_on_the_target)
+{
+	struct env v;
+	env_init(&v, true);
+	struct waiter w;
+	waiter_init(&w, NULL);
+	cr_assert_eq(bcache_writeback(v.d, io_cb, &w), 0);
+	cr_assert(w.done, "nothing dirty: answered at once");
+	cr_assert_eq(v.f.writes, 0);
+	uint8_t data[3 * BS];
+	memset(data, 0x42, sizeof(data));
+	cr_assert(bcache_write_absorb(v.d, 4 * BS, sizeof(data), data));
+	cr_assert_eq(v.f.disk[4 * BS], 0, "absorbed: not on the target yet (a SEEK_DATA there would say hole)");
+	waiter_init(&w, NULL);
+	cr_assert_eq(bcache_writeback(v.d, io_cb, &w), 0);
+	cr_assert_eq(waiter_wait(&w), 0);
+	cr_assert_eq(memcmp(v.f.disk + 4 * BS, data, sizeof(data)), 0, "on the target before the answer");
+	cr_assert_eq(v.f.writes, 3);
+	cr_assert_eq(v.f.syncs, 0, "no SYNCHRONIZE CACHE");
+	cr_assert_eq(dirty_blocks(v.c), 0);
+	env_fini(&v);
+}
+
+/* A punch or zero range as the gateway does it: begin, the target zeroes the range, end. */
+static void do_zero(struct bcache_dev *d, struct fake *f, uint64_t off, size_t len, int err)
+{
+	struct bcache_write *t = bcache_write_begin(d, off, len, NULL);
+	if (!err)
+		memset(f->disk + off, 0, len);
+	bcache_write_end(d, t, err);
+}
+
+Test(bcache, punch_over_dirty_clean_and_absent_blocks)
+{
+	struct env v;
+	env_init(&v, true);
+	uint8_t data[4 * BS], buf[8 * BS];
+	memset(data, 0x66, sizeof(data));
+	memset(v.f.disk, 0x11, 16 * BS);
+	/* blocks 0..3 dirty, 4..5 clean cached, 6..7 absent */
+	cr_assert(bcache_write_absorb(v.d, 0, sizeof(data), data));
+	struct bcache_stream st = {0};
+	do_read(v.d, &st, 4 * BS, BS, buf);
+	do_read(v.d, &st, 5 * BS, BS, buf);
+	cr_assert(cached(v.c, v.d, 5));
+	cr_assert_eq(dirty_blocks(v.c), 4);
+	/* punch from the middle of block 0 to the middle of block 7 */
+	do_zero(v.d, &v.f, BS / 2, 7 * BS, 0);
+	cr_assert_eq(dirty_blocks(v.c), 1, "the whole dirty blocks punched are clean: only block 0 is left");
+	do_read(v.d, NULL, 0, sizeof(buf), buf);
+	for (size_t i = 0; i < sizeof(buf); i++)
+		cr_assert_eq(buf[i], i < BS / 2 ? 0x66 : i < BS / 2 + 7 * BS ? 0 : 0x11, "byte %zu", i);
+	unsigned writes = v.f.writes;
+	cr_assert_eq(do_flush(v.d), 0);
+	cr_assert_eq(v.f.writes, writes + 1, "only block 0 is written back (the punched blocks stay unallocated)");
+	cr_assert_eq(memcmp(v.f.disk, data, BS / 2), 0);
+	for (size_t i = BS / 2; i < BS / 2 + 7 * BS; i++)
+		cr_assert_eq(v.f.disk[i], 0);
+	env_fini(&v);
+}
+
+Test(bcache, failed_zero_range_keeps_the_zeroes_dirty)
+{
+	struct env v;
+	env_init(&v, true);
+	uint8_t data[2 * BS], buf[2 * BS];
+	memset(data, 0x66, sizeof(data));
+	cr_assert(bcache_write_absorb(v.d, 0, sizeof(data), data));
+	do_zero(v.d, &v.f, 0, 2 * BS, -EIO);
+	cr_assert_eq(dirty_blocks(v.c), 2, "the target may not hold the zeroes: they are written back");
+	do_read(v.d, NULL, 0, sizeof(buf), buf);
+	cr_assert_eq(buf[0], 0);
+	memset(v.f.disk, 0x99, 2 * BS);
+	cr_assert_eq(do_flush(v.d), 0);
+	cr_assert_eq(v.f.disk[0], 0);
+	cr_assert_eq(v.f.disk[2 * BS - 1], 0);
+	env_fini(&v);
+}
+
+Test(bcache, a_write_after_the_zero_range_began_stays_dirty)
+{
+	struct env v;
+	env_init(&v, true);
+	uint8_t data[BS], buf[BS];
+	memset(data, 0x66, sizeof(data));
+	cr_assert(bcache_write_absorb(v.d, 0, BS, data));
+	struct bcache_write *t = bcache_write_begin(v.d, 0, BS, NULL);
+	memset(data, 0x67, sizeof(data));
+	cr_assert(bcache_write_absorb(v.d, 0, BS, data) == false, "overlaps the zero range in flight: written through");
+	struct bcache_write *t2 = bcache_write_begin(v.d, 0, BS, data);
+	memcpy(v.f.disk, data, BS);
+	bcache_write_end(v.d, t2, 0);
+	bcache_write_end(v.d, t, 0);
+	do_read(v.d, NULL, 0, BS, buf);
+	cr_assert_eq(buf[0], 0x67);
+	env_fini(&v);
+}
+
+Test(bcache, direct_reads_over_dirty_clean_and_absent_blocks)
+{
+	struct env v;
+	env_init(&v, true);
+	uint8_t data[BS], buf[3 * BS];
+	memset(data, 0x66, sizeof(data));
+	cr_assert(bcache_write_absorb(v.d, 0, BS, data)); /* block 0 dirty */
+	struct bcache_stream st = {0};
+	do_read(v.d, &st, 0, BS, buf);
+	do_read(v.d, &st, BS, BS, buf); /* block 1 clean (a sequential read fills) */
+	cr_assert(cached(v.c, v.d, 1));
+	other_initiator_writes(&v.f, 0, 3 * BS, 0x22); /* block 2 absent */
+	do_read_direct(v.d, 0, sizeof(buf), buf);
+	for (size_t i = 0; i < sizeof(buf); i++)
+		cr_assert_eq(buf[i], i < BS ? 0x66 : 0x22, "O_DIRECT byte %zu: dirty from the cache, else the target", i);
+	env_fini(&v);
+}

@@ -1494,20 +1494,23 @@ Test(retry, delays)
 
 Test(retry, unit_attention_events)
 {
+	/* MEDIUM: the LU's data may have changed, cached reads go to it again */
 	struct scsi_sense s = mk(SCSI_SK_UNIT_ATTENTION, 0x2a, 0x09);
-	cr_assert_eq(scsi_ua_event(&s), SCSI_UA_CAPACITY);
+	cr_assert_eq(scsi_ua_event(&s), SCSI_UA_CAPACITY | SCSI_UA_MEDIUM);
 	s = mk(SCSI_SK_UNIT_ATTENTION, 0x3f, 0x0e);
 	cr_assert_eq(scsi_ua_event(&s), SCSI_UA_LUNS);
 	s = mk(SCSI_SK_UNIT_ATTENTION, 0x29, 0x00);
-	cr_assert_eq(scsi_ua_event(&s), SCSI_UA_PROBE);
+	cr_assert_eq(scsi_ua_event(&s), SCSI_UA_PROBE | SCSI_UA_MEDIUM);
 	s = mk(SCSI_SK_UNIT_ATTENTION, 0x29, 0x07);
-	cr_assert_eq(scsi_ua_event(&s), SCSI_UA_PROBE);
+	cr_assert_eq(scsi_ua_event(&s), SCSI_UA_PROBE | SCSI_UA_MEDIUM);
 	s = mk(SCSI_SK_UNIT_ATTENTION, 0x28, 0x00);
+	cr_assert_eq(scsi_ua_event(&s), SCSI_UA_PROBE | SCSI_UA_MEDIUM);
+	s = mk(SCSI_SK_UNIT_ATTENTION, 0x2a, 0x01); /* mode parameters: the data is the same */
 	cr_assert_eq(scsi_ua_event(&s), SCSI_UA_PROBE);
-	s = mk(SCSI_SK_UNIT_ATTENTION, 0x2a, 0x01);
+	s = mk(SCSI_SK_UNIT_ATTENTION, 0x3f, 0x01); /* microcode */
 	cr_assert_eq(scsi_ua_event(&s), SCSI_UA_PROBE);
 	s = mk(SCSI_SK_UNIT_ATTENTION, 0x3f, 0x03);
-	cr_assert_eq(scsi_ua_event(&s), SCSI_UA_PROBE);
+	cr_assert_eq(scsi_ua_event(&s), SCSI_UA_PROBE | SCSI_UA_MEDIUM);
 	s = mk(SCSI_SK_UNIT_ATTENTION, 0x2a, 0x03); /* reservations preempted: nothing to re-read */
 	cr_assert_eq(scsi_ua_event(&s), 0);
 	s = mk(SCSI_SK_NOT_READY, 0x2a, 0x09); /* not a UNIT ATTENTION */
