@@ -811,7 +811,8 @@ static void writeback_start(struct bcache_dev *d, struct flush_waiter *fw)
 	run_waiters(ready);
 }
 
-int bcache_flush(struct bcache_dev *d, bcache_io_fn cb, void *arg)
+/* Start writing d's dirty blocks back; cb when done (then SYNCHRONIZE CACHE unless nosync). */
+static int flush_start(struct bcache_dev *d, bool nosync, bcache_io_fn cb, void *arg)
 {
 	struct flush_waiter *fw = calloc(1, sizeof(*fw));
 	if (!fw)
@@ -819,8 +820,14 @@ int bcache_flush(struct bcache_dev *d, bcache_io_fn cb, void *arg)
 	fw->d = d;
 	fw->cb = cb;
 	fw->arg = arg;
+	fw->nosync = nosync;
 	writeback_start(d, fw);
 	return 0;
+}
+
+int bcache_flush(struct bcache_dev *d, bcache_io_fn cb, void *arg)
+{
+	return flush_start(d, false, cb, arg);
 }
 
 int bcache_writeback(struct bcache_dev *d, bcache_io_fn cb, void *arg)
@@ -833,15 +840,7 @@ int bcache_writeback(struct bcache_dev *d, bcache_io_fn cb, void *arg)
 		cb(arg, 0, NULL, 0); /* nothing cached is newer than the target */
 		return 0;
 	}
-	struct flush_waiter *fw = calloc(1, sizeof(*fw));
-	if (!fw)
-		return -ENOMEM;
-	fw->d = d;
-	fw->cb = cb;
-	fw->arg = arg;
-	fw->nosync = true;
-	writeback_start(d, fw);
-	return 0;
+	return flush_start(d, true, cb, arg);
 }
 
 void bcache_dev_remove(struct bcache_dev *d)
