@@ -90,7 +90,9 @@ unmount() {
 stat_of() { awk -v k="$2" '$1 == k { print $2 }' "$1/.stats"; }
 
 # ---------------------------------------------------------------- --help, --version
-"$iserfuse" --help >"$work/help" 2>&1 || true
+rc=0
+"$iserfuse" --help >"$work/help" 2>&1 || rc=$?
+check_eq "--help exits 0" "$rc" 0
 # One table (gateway/options.c) drives --help and must match the man page:
 # every -o key --help shows, with its "(default D, MIN..MAX)", is in the
 # man page's OPTIONS with the same words, and the other way round.
@@ -160,13 +162,25 @@ check "--version names libibverbs $ibv_run at run time" grep -q "^libibverbs $ib
 for bad in "login_timeout=-5|1..3600" "login_timeout=0|1..3600" "queue_depth=0|1..4096" \
 	"max_io_kib=0|4..4096" "pool_slices=0|2..4096" "rescan_interval=-1|0..86400" "noop_interval=1.5|0..3600" \
 	"queue_depth=5000|1..4096" "max_io_kib=6|4..4096" "login_timeout=99999999999999999999|1..3600" \
-	"cache_size=2T|0..1024G" "umask=0999|0..0777" "cmd_timeout=x|0..86400"; do
+	"cache_size=2T|0..1024G" "umask=0999|0..0777" "cmd_timeout=x|0..86400" \
+	"queue_depth=4097|1..4096" "login_timeout=3601|1..3600" "umask=01000|0..0777" "noop_interval=3601|0..3600" \
+	"pool_slices=4097|2..4096" "replacement_timeout=86401|0..86400" "max_io_kib=4100|4..4096"; do
 	kv=${bad%|*}
 	range=${bad#*|}
 	rc=0
 	timeout 10 "$iserfuse" -o "$kv" iscsi://192.0.2.1/iqn.2026-11.org.example:none "$mnt" >"$work/out" 2>&1 || rc=$?
 	check_eq "-o $kv: exit 1, one line naming option, value and range" \
 		"$rc $(wc -l <"$work/out") $(grep -c "^iserfuse: bad option '$kv': .* in $range expected$" "$work/out")" "1 1 1"
+done
+# Each end of a range is a good value: past the option checks, the mount
+# fails on the mount point that does not exist, not on an option.
+for good in "queue_depth=4096,pool_slices=4096,login_timeout=3600,noop_interval=3600,max_io_kib=4096" \
+	"queue_depth=1,pool_slices=2,login_timeout=1,noop_interval=0,max_io_kib=4,umask=0777" \
+	"replacement_timeout=86400,rescan_interval=86400,cmd_timeout=86400,cache_size=1024G,umask=0"; do
+	rc=0
+	timeout 10 "$iserfuse" -o "$good" iscsi://192.0.2.1/iqn.2026-11.org.example:none "$work/no-such-dir" >"$work/out" 2>&1 || rc=$?
+	check_eq "-o $good: accepted (the mount point is what fails)" \
+		"$rc $(grep -c 'bad option' "$work/out") $(grep -c 'no-such-dir' "$work/out")" "1 0 1"
 done
 printf 'options = queue_depth=16,noop_timeout=0\n' >"$work/range.conf"
 rc=0

@@ -171,7 +171,14 @@ for _ in $(seq 100); do
 	[[ -e $mnt2/lun1 ]] && break
 	sleep 0.1
 done
-check "a second initiator mounts the same LUNs" test -e "$mnt2/lun1"
+if test -e "$mnt2/lun1"; then
+	pass "a second initiator mounts the same LUNs"
+else
+	fail "a second initiator mounts the same LUNs"
+	note "$work/daemon2.log"
+	[[ -n $daemon2 ]] && kill "$daemon2" 2>/dev/null
+	daemon2=''
+fi
 
 # region OFF_MIB: 1 MiB of lun1 read through the first mount (twice: the second read is cached).
 read_region() {
@@ -220,7 +227,11 @@ off, n = int(sys.argv[2]), 1 << 20
 os.pread(fd, n, off)
 old = os.pread(fd, n, off)
 print("cached", flush=True)
+t0 = time.monotonic()
 while not os.path.exists(sys.argv[4]):  # the target's data changed, the connection dropped
+    if time.monotonic() - t0 > 30:
+        print("never told that the connection dropped")
+        sys.exit(1)
     time.sleep(0.05)
 new = open(sys.argv[3], "rb").read()
 t0 = time.monotonic()
@@ -243,6 +254,8 @@ PY
 		awk '/I_T nexus:/ {n = $3} /Initiator: iqn.2026-11.org.example:cache-a/ {print n; exit}')
 	if [[ -n $sid ]] && timeout 10 tgtadm -C "$ctl" --lld iscsi --op delete --mode conn --tid 1 --sid "$sid" --cid 0; then
 		touch "$work/ua.go"
+	else
+		fail "tgtd drops the first mount's connection (I_T nexus '$sid')"
 	fi
 	rc=0
 	wait "$reader" || rc=$?
@@ -258,7 +271,13 @@ PY
 fi
 if [[ -n $daemon2 ]]; then
 	fusermount3 -u "$mnt2"
-	_targets_wait_gone "$daemon2" 20 || true
+	rc=0
+	if _targets_wait_gone "$daemon2" 20; then
+		wait "$daemon2" 2>/dev/null || rc=$?
+		check_eq "the second initiator unmounts and exits 0" "$rc" 0
+	else
+		fail "the second initiator exits within 20 s of its unmount"
+	fi
 	daemon2=''
 fi
 summary

@@ -258,12 +258,15 @@ done
 # read_tail WHAT FILE OFFSET WANT: one 4 KiB read at OFFSET succeeds (no
 # EIO, no hang to the timeout) and returns WANT bytes.
 read_tail() {
-	local rc=0
+	local rc=0 flags=${6:+,$6}
 	rm -f "$work/tail"
-	timeout -k 10 60 dd if="$2" of="$work/tail" bs=4096 count=1 iflag=skip_bytes skip="$3" status=none \
+	timeout -k 10 60 dd if="$2" of="$work/tail" bs=8192 count=1 iflag=skip_bytes$flags skip="$3" status=none \
 		2>"$work/log" || rc=$?
 	if ((rc == 0)); then
 		check_eq "$1" "$(stat -c %s "$work/tail")" "$4"
+		if (($4 > 0)); then
+			check "$1: the bytes are the LUN's" cmp "$work/tail" <(bytes "$5" "$3" "$4")
+		fi
 	else
 		fail "$1 (dd exit $rc)"
 		note "$work/log"
@@ -318,7 +321,10 @@ io_checks() {
 	check_eq "$lun: still $size bytes after writes at the end" "$(stat -c %s "$f" 2>&1)" "$size"
 	drop_cache "$f"
 	read_tail "$lun: a read at the end returns 0 bytes" "$f" "$size" 0
-	read_tail "$lun: a read across the end returns the 100 bytes before it" "$f" "$((size - 100))" 100
+	read_tail "$lun: a read across the end returns the 100 bytes before it" "$f" "$((size - 100))" 100 "$img"
+	read_tail "$lun: an O_DIRECT read at the end returns 0 bytes" "$f" "$size" 0 "$img" direct
+	read_tail "$lun: an O_DIRECT read across the end returns the 4096 bytes before it" \
+		"$f" "$((size - 4096))" 4096 "$img" direct
 
 	# Everything, both ways round.
 	drop_cache "$f"

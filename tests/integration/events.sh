@@ -251,6 +251,18 @@ tgt_pid=$(<"$work/tgtd/pid")
 ctl=$(<"$work/tgtd/ctl")
 img=$work/tgtd/disk512.img
 adm() { _tgtadm "$ctl" "$@" >/dev/null; }
+# delete_lu N: tgtd refuses ("still active") while the LU has commands queued,
+# e.g. the block cache's read-ahead behind a sequential read: ask again for 5 s.
+delete_lu() {
+	local i
+	for ((i = 0; i < 50; i++)); do
+		_tgtadm "$ctl" --op delete --mode logicalunit --tid 1 --lun "$1" >/dev/null 2>"$work/delete_lu.err" && return 0
+		grep -q 'still active' "$work/delete_lu.err" || break
+		sleep 0.1
+	done
+	cat "$work/delete_lu.err" >&2
+	return 1
+}
 
 head -c 8M /dev/urandom >"$work/src"
 if mount_gw "$TGT_URL" "$work/daemon-grow.log" -o rescan_interval=1; then
@@ -259,7 +271,7 @@ if mount_gw "$TGT_URL" "$work/daemon-grow.log" -o rescan_interval=1; then
 	dd if="$work/src" of="$mnt/lun1" bs=1M count=1 conv=notrunc,fsync status=none
 
 	# grow: tgtd 1.0.85 reads the backing file's size when the LUN is added
-	adm --op delete --mode logicalunit --tid 1 --lun 1
+	delete_lu 1
 	truncate -s 32M "$img"
 	adm --op new --mode logicalunit --tid 1 --lun 1 -b "$img"
 	if took=$(wait_for 10 size_is "$mnt/lun1" 33554432); then
@@ -304,7 +316,7 @@ if mount_gw "$TGT_URL" "$work/daemon-grow.log" -o rescan_interval=1; then
 
 	# remove LUN 2 while a file on it is open
 	exec 9<"$mnt/lun2"
-	adm --op delete --mode logicalunit --tid 1 --lun 2
+	delete_lu 2
 	if took=$(wait_for 10 listing_is "lun1 "); then
 		pass "remove: lun2 disappears (${took} s)"
 	else
@@ -371,7 +383,7 @@ if mount_gw "$TGT_URL" "$work/daemon-ua.log" -o rescan_interval=0; then
 	else
 		fail "REPORTED LUNS DATA HAS CHANGED: lun3 appears with rescans off (listing: $(lun_files))"
 	fi
-	adm --op delete --mode logicalunit --tid 1 --lun 3
+	delete_lu 3
 	dd if="$mnt/lun1" of=/dev/null bs=4096 count=1 iflag=direct status=none || true
 	if took=$(wait_for 5 listing_is "lun1 lun2 "); then
 		pass "REPORTED LUNS DATA HAS CHANGED: lun3 goes with rescans off (${took} s)"

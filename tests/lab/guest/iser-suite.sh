@@ -182,9 +182,16 @@ fi
 ok=0
 for i in $(seq 20); do
 	: > "$LOG"
-	mount_lun -o transport=iser && head -c 4096 "$MNT/lun1" > /dev/null && umount_lun && ok=$((ok + 1))
+	if mount_lun -o transport=iser && head -c 4096 "$MNT/lun1" > /dev/null && umount_lun; then
+		ok=$((ok + 1))
+	else
+		echo "# cycle $i failed" >> "$LOG"
+		cp "$LOG" "$OUT/cycle-$i.log"
+		umount_lun
+	fi
 done
 check_eq "20 mount/unmount cycles over iSER" "$ok" 20
+for f in "$OUT"/cycle-*.log; do [ -e "$f" ] && note "$f"; done
 
 # IOPS: 4 KiB random reads, iserfuse raw, through FUSE, libiscsi ?iser (emulated CPU: relative only)
 {
