@@ -9,6 +9,7 @@
 
 #define RA_MAX_BYTES (4u << 20) /* largest read-ahead window */
 #define FILLS_MAX 160           /* fills one read may start (its blocks + read-ahead) */
+#define LB_MIN 512u             /* smallest logical block: sizes the per-block bitmaps */
 
 enum state { E_FREE, E_FILLING, E_VALID, E_DOOMED };
 
@@ -28,6 +29,12 @@ struct entry {
 	bool zeroed;           /* dirty, zeroed by a punch or zero range in flight that will make it clean */
 	unsigned refs;         /* readers replying from or waiting for it, write-backs */
 	uint64_t wb_seq;       /* c->seq when its last write-back completed */
+	/* Logical blocks of the block (bit i: LBA blk * block size / lbsize + i), c->mwords words each: */
+	uint64_t *dmap;        /* written here, not yet written back (non-zero exactly when dirty) */
+	uint64_t *fmap;        /* carried by its last write-back (in flight while flushing) */
+	uint64_t *wmap;        /* ever written back (fmap's so far): laid over bypass reads begun before */
+	unsigned wb_runs;      /* backend writes of its write-back in flight */
+	bool wb_failed;        /* one of them failed: fmap becomes dirty again */
 	struct entry *hnext;
 	struct waitnode *waiters;
 };
@@ -56,6 +63,7 @@ struct bcache_dev {
 	struct flush_waiter *fw;      /* bcache_flush calls waiting for wb_inflight == 0 */
 	atomic_uint ncached;          /* its blocks in the cache (any state); written under the lock */
 	unsigned ndirty;              /* its dirty blocks */
+	unsigned lbshift;             /* log2 of the logical block size */
 	atomic_uint gen;              /* bumped when its clean blocks are dropped (streams restart read-ahead) */
 };
 
@@ -65,6 +73,8 @@ struct bcache {
 	unsigned shift;
 	unsigned n;
 	struct entry *e;
+	uint64_t *maps;        /* the entries' bitmaps, 3 * mwords words each */
+	size_t mwords;         /* words of one bitmap: block size / LB_MIN bits */
 	struct entry **hash;
 	size_t hmask;
 	unsigned hand;
@@ -101,10 +111,13 @@ int bcache_create(struct bcache **out, size_t block_size, unsigned nblocks, void
 	size_t hsize = 1;
 	while (hsize < 2u * nblocks)
 		hsize <<= 1;
+	c->mwords = (block_size / LB_MIN + 63) / 64;
 	c->e = calloc(nblocks, sizeof(*c->e));
+	c->maps = calloc((size_t)nblocks * 3, c->mwords * sizeof(*c->maps));
 	c->hash = calloc(hsize, sizeof(*c->hash));
-	if (!c->e || !c->hash) {
+	if (!c->e || !c->maps || !c->hash) {
 		free(c->e);
+		free(c->maps);
 		free(c->hash);
 		free(c);
 		return -ENOMEM;
@@ -115,8 +128,13 @@ int bcache_create(struct bcache **out, size_t block_size, unsigned nblocks, void
 		c->shift++;
 	c->n = nblocks;
 	c->wb = writeback;
-	for (unsigned i = 0; i < nblocks; i++)
-		c->e[i].buf = bufs[i];
+	for (unsigned i = 0; i < nblocks; i++) {
+		struct entry *e = &c->e[i];
+		e->buf = bufs[i];
+		e->dmap = c->maps + (size_t)i * 3 * c->mwords;
+		e->fmap = e->dmap + c->mwords;
+		e->wmap = e->fmap + c->mwords;
+	}
 	c->st.blocks = nblocks;
 	c->st.block_size = block_size;
 	pthread_mutex_init(&c->lock, NULL);
@@ -130,17 +148,22 @@ void bcache_destroy(struct bcache *c)
 		return;
 	pthread_mutex_destroy(&c->lock);
 	free(c->e);
+	free(c->maps);
 	free(c->hash);
 	free(c);
 }
 
 int bcache_dev_add(struct bcache *c, const struct bcache_backend *be, struct bcache_dev **out)
 {
+	if (be->lbsize < LB_MIN || (be->lbsize & (be->lbsize - 1)) || be->lbsize > c->bsz)
+		return -EINVAL;
 	struct bcache_dev *d = calloc(1, sizeof(*d));
 	if (!d)
 		return -ENOMEM;
 	d->c = c;
 	d->be = *be;
+	while ((1u << d->lbshift) < be->lbsize)
+		d->lbshift++;
 	*out = d;
 	return 0;
 }
@@ -232,6 +255,9 @@ static struct entry *entry_new(struct bcache *c, struct bcache_dev *d, uint64_t 
 	e->dirty = e->flushing = e->stale = e->ra = e->zeroed = false;
 	e->refbit = true;
 	e->wb_seq = 0;
+	e->wb_runs = 0;
+	e->wb_failed = false;
+	memset(e->dmap, 0, 3 * c->mwords * sizeof(*e->dmap)); /* dmap, fmap, wmap */
 	e->waiters = NULL;
 	hash_insert(c, e);
 	return e;
@@ -267,9 +293,83 @@ static void set_clean(struct bcache *c, struct entry *e)
 	e->zeroed = false;
 	if (!e->dirty)
 		return;
+	memset(e->dmap, 0, c->mwords * sizeof(*e->dmap));
 	e->dirty = false;
 	c->ndirty--;
 	e->dev->ndirty--;
+}
+
+/* ---- per logical block bitmaps ---- */
+
+static bool bit(const uint64_t *map, unsigned i) { return map[i / 64] >> (i % 64) & 1; }
+
+/* Logical blocks in block blk of d (the last block may be short; the size is a multiple of them). */
+static unsigned lbas(const struct bcache_dev *d, uint64_t blk) { return (unsigned)(blen(d, blk) >> d->lbshift); }
+
+/* The logical blocks [*i0, *i1) of e's block that [off, end) touches (partly or whole); false if none. */
+static bool lba_span(const struct bcache *c, const struct bcache_dev *d, const struct entry *e, uint64_t off,
+		     uint64_t end, unsigned *i0, unsigned *i1)
+{
+	uint64_t bstart = e->blk << c->shift, bend = bstart + blen(d, e->blk);
+	uint64_t s = off > bstart ? off : bstart, t = end < bend ? end : bend;
+	if (s >= t)
+		return false;
+	*i0 = (unsigned)((s - bstart) >> d->lbshift);
+	*i1 = (unsigned)((t - bstart + (1u << d->lbshift) - 1) >> d->lbshift);
+	return true;
+}
+
+/* The next run [*i0, *i1) of set bits of map at or after from, below n; false if none. */
+static bool next_run(const uint64_t *map, unsigned from, unsigned n, unsigned *i0, unsigned *i1)
+{
+	unsigned i = from;
+	while (i < n && !bit(map, i))
+		i++;
+	if (i == n)
+		return false;
+	*i0 = i;
+	while (i < n && bit(map, i))
+		i++;
+	*i1 = i;
+	return true;
+}
+
+/*
+ * Bytes [off, end) were copied into e's block by this mount: the logical
+ * blocks they touch are dirty (whole: an unaligned write's logical block
+ * is completed by the cached bytes around it, as blkio completes it by a
+ * read of the target).  Under the lock.
+ */
+static void dirty_range(struct bcache *c, const struct bcache_dev *d, struct entry *e, uint64_t off, uint64_t end)
+{
+	unsigned i0, i1;
+	if (!lba_span(c, d, e, off, end, &i0, &i1))
+		return;
+	for (unsigned i = i0; i < i1; i++)
+		e->dmap[i / 64] |= 1ull << (i % 64);
+	set_dirty(c, e);
+}
+
+/*
+ * A write through the cache of [off, end) while e's write-back is in
+ * flight: that write-back carries old bytes of the logical blocks both
+ * touch and is not ordered after the write, so they are written back once
+ * more.  Under the lock.
+ */
+static void redirty_in_flight(struct bcache *c, const struct bcache_dev *d, struct entry *e, uint64_t off,
+			      uint64_t end)
+{
+	unsigned i0, i1;
+	bool any = false;
+	if (!lba_span(c, d, e, off, end, &i0, &i1))
+		return;
+	for (unsigned i = i0; i < i1; i++)
+		if (bit(e->fmap, i)) {
+			e->dmap[i / 64] |= 1ull << (i % 64);
+			any = true;
+		}
+	if (any)
+		set_dirty(c, e);
 }
 
 static bool write_overlaps(const struct bcache_dev *d, uint64_t b0, uint64_t b1)
@@ -316,17 +416,26 @@ static void bypass_done(void *arg, int err, const void *data, size_t len)
 	struct bcache *c = r->d->c;
 	uint8_t *out = (uint8_t *)data;
 	if (!err) {
-		/* Cached blocks newer than what the backend may have returned. */
+		/* Logical blocks cached here newer than what the backend may have
+		 * returned: dirty, being written back, or written back since the
+		 * read began (the rest of a block may be older than the target). */
 		pthread_mutex_lock(&c->lock);
-		for (unsigned i = 0; i < r->nent; i++) {
-			struct entry *e = r->ents[i];
+		for (unsigned k = 0; k < r->nent; k++) {
+			struct entry *e = r->ents[k];
 			if (!e || e->state != E_VALID || !(e->dirty || e->flushing || e->wb_seq > r->seq))
 				continue;
-			uint64_t bstart = e->blk << c->shift, bend = bstart + blen(e->dev, e->blk);
-			uint64_t s = r->off > bstart ? r->off : bstart;
-			uint64_t t = r->off + len < bend ? r->off + len : bend;
-			if (s < t)
-				memcpy(out + (s - r->off), e->buf + (s - bstart), t - s);
+			bool recent = e->flushing || e->wb_seq > r->seq;
+			unsigned lbs = e->dev->lbshift;
+			uint64_t bstart = e->blk << c->shift;
+			for (unsigned i = 0, n = lbas(e->dev, e->blk); i < n; i++) {
+				if (!bit(e->dmap, i) && !(recent && bit(e->wmap, i)))
+					continue;
+				uint64_t ls = bstart + ((uint64_t)i << lbs), le = ls + (1u << lbs);
+				uint64_t s = r->off > ls ? r->off : ls;
+				uint64_t t = r->off + len < le ? r->off + len : le;
+				if (s < t)
+					memcpy(out + (s - r->off), e->buf + (s - bstart), t - s);
+			}
 		}
 		pthread_mutex_unlock(&c->lock);
 	}
@@ -607,7 +716,7 @@ bool bcache_write_absorb(struct bcache_dev *d, uint64_t off, size_t len, const v
 		for (unsigned i = 0; i < npin; i++) {
 			struct entry *e = pin[i];
 			copy_into(c, d, e, off, end, data);
-			set_dirty(c, e);
+			dirty_range(c, d, e, off, end);
 			e->zeroed = false; /* holds data now, whatever a zero range in flight does */
 			e->refbit = true;
 			if (e->ra) {
@@ -650,11 +759,12 @@ struct bcache_write *bcache_write_begin(struct bcache_dev *d, uint64_t off, size
 			entry_free(c, e);
 		} else {
 			copy_into(c, d, e, off, end, data);
-			if (e->flushing && !e->dirty) {
+			if (e->flushing) {
 				/* its write-back in flight carries the old bytes and a discard
-				 * is not ordered after it: write the block back once more */
-				set_dirty(c, e);
-			} else if (e->dirty && !e->flushing && w && !data) {
+				 * is not ordered after it: write those back once more */
+				redirty_in_flight(c, d, e, off, end);
+				e->zeroed = false;
+			} else if (e->dirty && w && !data) {
 				/* a whole dirty block the punch or zero range covers: once the
 				 * target holds its zeroes, nothing is left to write back (a
 				 * write-back now would undo the deallocation) */
@@ -696,7 +806,9 @@ void bcache_write_end(struct bcache_dev *d, struct bcache_write *w, int err)
 			 * zeroes stay dirty and are written back, as the range promised). */
 			if (!err) {
 				set_clean(c, e);
-				e->wb_seq = ++c->seq; /* newer than what a read begun before may get */
+				/* newer than what a read begun before may get: all of it */
+				memset(e->wmap, 0xff, c->mwords * sizeof(*e->wmap));
+				e->wb_seq = ++c->seq;
 			}
 			e->zeroed = false;
 			continue;
@@ -760,11 +872,19 @@ static void wb_done(void *arg, int err, const void *data, size_t len)
 	(void)data;
 	(void)len;
 	pthread_mutex_lock(&c->lock);
-	e->flushing = false;
 	if (err) {
-		set_dirty(c, e); /* kept: the next flush tries again */
+		e->wb_failed = true;
 		if (!d->wb_err)
 			d->wb_err = err;
+	}
+	if (--e->wb_runs == 0) {
+		e->flushing = false;
+		if (e->wb_failed) {
+			/* kept: the next flush tries again */
+			for (size_t i = 0; i < c->mwords; i++)
+				e->dmap[i] |= e->fmap[i];
+			set_dirty(c, e);
+		}
 	}
 	e->wb_seq = ++c->seq;
 	unref(c, e);
@@ -774,23 +894,41 @@ static void wb_done(void *arg, int err, const void *data, size_t len)
 	run_waiters(fw);
 }
 
-/* Write back every dirty block of d; then fw (may be NULL) runs once none is in flight. */
+/*
+ * Write back every dirty block of d: each run of its dirty logical blocks
+ * is one backend write (a block dirty whole: one write of it); then fw
+ * (may be NULL) runs once none is in flight.
+ */
 static void writeback_start(struct bcache_dev *d, struct flush_waiter *fw)
 {
 	struct bcache *c = d->c;
-	struct entry **list = malloc(c->n * sizeof(*list));
-	unsigned cnt = 0;
+	struct wb_item {
+		struct entry *e;
+		unsigned runs; /* fmap may change once the last of them completed: stop there */
+	} *list = malloc(c->n * sizeof(*list));
+	unsigned cnt = 0, runs = 0;
 	pthread_mutex_lock(&c->lock);
 	for (unsigned i = 0; list && i < c->n; i++) {
 		struct entry *e = &c->e[i];
 		if (e->dev != d || e->state != E_VALID || !e->dirty || e->flushing)
 			continue;
+		memcpy(e->fmap, e->dmap, c->mwords * sizeof(*e->fmap));
+		for (size_t k = 0; k < c->mwords; k++)
+			e->wmap[k] |= e->dmap[k];
 		set_clean(c, e); /* being written back: a zero range in flight no longer makes it clean */
+		unsigned n = 0, i0, i1 = 0;
+		while (next_run(e->fmap, i1, lbas(d, e->blk), &i0, &i1))
+			n++;
+		if (n == 0)
+			continue; /* written only past a new end of the LUN: nowhere to write it */
 		e->flushing = true;
-		e->refs++;
-		list[cnt++] = e;
+		e->wb_failed = false;
+		e->wb_runs = n;
+		e->refs += n;
+		runs += n;
+		list[cnt++] = (struct wb_item){e, n};
 	}
-	d->wb_inflight += cnt;
+	d->wb_inflight += runs;
 	c->st.writeback_blocks += cnt;
 	c->st.writeback_flushes++;
 	if (!list && fw && !fw->err)
@@ -802,10 +940,15 @@ static void writeback_start(struct bcache_dev *d, struct flush_waiter *fw)
 	struct flush_waiter *ready = take_waiters(d);
 	pthread_mutex_unlock(&c->lock);
 	for (unsigned i = 0; i < cnt; i++) {
-		struct entry *e = list[i];
-		int rc = d->be.write(d->be.ctx, e->blk << c->shift, blen(d, e->blk), e->buf, wb_done, e);
-		if (rc)
-			wb_done(e, rc, NULL, 0);
+		struct entry *e = list[i].e;
+		unsigned i0, i1 = 0, n = lbas(d, e->blk), lbs = d->lbshift;
+		for (unsigned k = 0; k < list[i].runs && next_run(e->fmap, i1, n, &i0, &i1); k++) {
+			size_t at = (size_t)i0 << lbs;
+			int rc = d->be.write(d->be.ctx, (e->blk << c->shift) + at, (size_t)(i1 - i0) << lbs, e->buf + at,
+					     wb_done, e);
+			if (rc)
+				wb_done(e, rc, NULL, 0);
+		}
 	}
 	free(list);
 	run_waiters(ready);
@@ -881,7 +1024,8 @@ uint64_t bcache_dev_invalidate(struct bcache_dev *d, uint64_t size)
 		if (e->dirty) {
 			if ((e->blk << c->shift) < size || e->refs)
 				continue; /* the newest data of a block that still exists */
-			lost += c->bsz; /* beyond the LUN's new end: nowhere to write it */
+			for (size_t k = 0; k < c->mwords; k++) /* beyond the LUN's new end: nowhere to write it */
+				lost += (uint64_t)__builtin_popcountll(e->dmap[k]) << d->lbshift;
 			set_clean(c, e);
 		}
 		if (e->state == E_FILLING) {

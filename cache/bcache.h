@@ -17,7 +17,10 @@
  *   the read began) copied over its reply.
  * Dirty blocks are never evicted; they are written back by bcache_flush
  * (fsync, flush, release, unmount) or, when more than half the blocks are
- * dirty or no clean block can be evicted, by a background write-back.
+ * dirty or no clean block can be evicted, by a background write-back.  A
+ * write-back sends only the logical blocks written through this cache (a
+ * bitmap per block; each run of them one backend write), so what another
+ * initiator wrote in the rest of a cached block stays on the target.
  *
  * Callbacks run on the backend's completion thread or on the caller's.
  */
@@ -40,6 +43,7 @@ typedef void (*bcache_io_fn)(void *arg, int err, const void *data, size_t len);
 struct bcache_backend {
 	void *ctx;
 	uint64_t size;   /* device size, bytes */
+	uint32_t lbsize; /* logical block size, bytes (SBC-3 READ CAPACITY): a power of two, >= 512 */
 	size_t max_io;   /* most bytes in one read or write */
 	/* Read len bytes at off into a buffer of the backend's; cb gets it (writable for the call). */
 	int (*read)(void *ctx, uint64_t off, size_t len, bcache_io_fn cb, void *arg);
@@ -85,7 +89,11 @@ int bcache_create(struct bcache **out, size_t block_size, unsigned nblocks, void
 /* Free the cache.  Every device must have been removed. */
 void bcache_destroy(struct bcache *c);
 
-/* Add a device; be is copied.  block_size of the cache must be a multiple of the device's block size. */
+/*
+ * Add a device; be is copied.  block_size of the cache must be a multiple
+ * of the device's logical block size be->lbsize (a power of two, >= 512).
+ * Returns 0, -EINVAL (a bad lbsize) or -ENOMEM.
+ */
 int bcache_dev_add(struct bcache *c, const struct bcache_backend *be, struct bcache_dev **out);
 /* Drop a device's blocks (dirty ones are lost: flush first) and free it.  Nothing may be in flight. */
 void bcache_dev_remove(struct bcache_dev *d);

@@ -183,7 +183,7 @@ static void fake_fini(struct fake *f)
 
 static struct bcache_backend fake_backend(struct fake *f)
 {
-	return (struct bcache_backend){.ctx = f, .size = f->size, .max_io = 1 << 20, .read = fk_read,
+	return (struct bcache_backend){.ctx = f, .size = f->size, .lbsize = 512, .max_io = 1 << 20, .read = fk_read,
 				       .read_into = fk_read_into, .write = fk_write, .sync = fk_sync};
 }
 
@@ -835,5 +835,67 @@ Test(bcache, direct_reads_over_dirty_clean_and_absent_blocks)
 	do_read_direct(v.d, 0, sizeof(buf), buf);
 	for (size_t i = 0; i < sizeof(buf); i++)
 		cr_assert_eq(buf[i], i < BS ? 0x66 : 0x22, "O_DIRECT byte %zu: dirty from the cache, else the target", i);
+	env_fini(&v);
+}
+
+/*
+ * Blocks 1 and 2 cached clean; another initiator then writes LBAs 12..15
+ * ('B') and 18 ('C') behind the cache; this mount writes LBA 8 and a part
+ * of 9 (a run), a part of LBA 11, a part of LBA 17 and LBA 19 (512-byte
+ * logical blocks, 4 KiB cache blocks).  *want: what the LUN must then hold
+ * from BS to 3 * BS.
+ */
+static void partly_written_blocks(struct env *v, uint8_t *want)
+{
+	struct bcache_stream st = {0};
+	uint8_t buf[2 * BS], a[600];
+	do_read(v->d, &st, 0, 2 * BS, buf);
+	do_read(v->d, &st, 2 * BS, 2 * BS, buf);
+	cr_assert(cached(v->c, v->d, 1));
+	cr_assert(cached(v->c, v->d, 2));
+	other_initiator_writes(&v->f, BS + 2048, 2048, 'B');
+	other_initiator_writes(&v->f, 2 * BS + 1024, 512, 'C');
+	memset(a, 'A', sizeof(a));
+	cr_assert(bcache_write_absorb(v->d, BS, 600, a), "LBA 8 and part of 9");
+	cr_assert(bcache_write_absorb(v->d, BS + 3 * 512 + 100, 10, a), "part of LBA 11");
+	cr_assert(bcache_write_absorb(v->d, 2 * BS + 512, 100, a), "part of LBA 17");
+	cr_assert(bcache_write_absorb(v->d, 2 * BS + 3 * 512, 512, a), "LBA 19, next to 18 that C wrote");
+	cr_assert_eq(dirty_blocks(v->c), 2);
+	memset(want, 0, 2 * BS);
+	memset(want, 'A', 600);
+	memset(want + 3 * 512 + 100, 'A', 10);
+	memset(want + 2048, 'B', 2048);
+	memset(want + BS + 512, 'A', 100);
+	memset(want + BS + 1024, 'C', 512);
+	memset(want + BS + 1536, 'A', 512);
+}
+
+Test(bcache, writeback_sends_only_the_logical_blocks_written_here)
+{
+	struct env v;
+	env_init(&v, true);
+	uint8_t want[2 * BS];
+	partly_written_blocks(&v, want);
+	unsigned writes = v.f.writes;
+	cr_assert_eq(do_flush(v.d), 0);
+	for (size_t i = 0; i < sizeof(want); i++)
+		cr_assert_eq(v.f.disk[BS + i], want[i], "LUN byte %zu: ours where we wrote, else the other initiator's",
+			     BS + i);
+	cr_assert_eq(v.f.writes, writes + 4, "runs: LBAs 8-9, 11, 17, 19 (%u writes)", v.f.writes - writes);
+	cr_assert_eq(dirty_blocks(v.c), 0);
+	cr_assert_eq(do_flush(v.d), 0);
+	cr_assert_eq(v.f.writes, writes + 4, "nothing dirty: nothing written again");
+	env_fini(&v);
+}
+
+Test(bcache, direct_reads_lay_only_the_logical_blocks_written_here_over_the_target)
+{
+	struct env v;
+	env_init(&v, true);
+	uint8_t want[2 * BS], buf[2 * BS];
+	partly_written_blocks(&v, want);
+	do_read_direct(v.d, BS, sizeof(buf), buf);
+	for (size_t i = 0; i < sizeof(buf); i++)
+		cr_assert_eq(buf[i], want[i], "O_DIRECT byte %zu: ours where we wrote, else the target's", BS + i);
 	env_fini(&v);
 }
