@@ -49,6 +49,7 @@ struct task {
 	/* Data-Out state (§11.7.1) */
 	uint32_t unsol_end;         /* end of unsolicited data (bytes) */
 	uint32_t tx_offset, burst_end, burst_ttt, burst_datasn;
+	uint32_t data_sent;         /* a WRITE's data bytes given to the transport in PDUs (not RDMA-read) */
 	struct r2t r2tq[R2T_QUEUE];
 	uint8_t r2t_head, r2t_count;
 	/* Data-In state (§11.7.2) */
@@ -57,6 +58,7 @@ struct task {
 	int64_t submit_us;          /* CLOCK_MONOTONIC us at submission, for the latency histogram */
 	uint64_t seq;               /* submission order, which is CmdSN order */
 	uint8_t reissues;           /* times re-issued after a connection loss */
+	bool stalled;               /* the CmdSN window kept it unsent past cmd_timeout: its connection was dropped */
 	bool doomed;                /* to complete with deferred_res while the connection is down */
 	/* PDUs of this task handed to the transport and not yet written: the
 	 * caller's buffer is still in use, so completion waits for them. */
@@ -316,7 +318,8 @@ static void task_reset(struct task *t)
 {
 	t->next = NULL;
 	t->in_txq = t->cmd_sent = t->bursting = false;
-	t->cmdsn = t->unsol_end = t->tx_offset = t->burst_end = t->burst_ttt = t->burst_datasn = 0;
+	t->cmdsn = t->unsol_end = t->tx_offset = t->burst_end = t->burst_ttt = t->burst_datasn = t->data_sent = 0;
+	t->stalled = false;
 	t->r2t_head = t->r2t_count = 0;
 	t->rx_offset = t->rx_datasn = 0;
 	t->tx_pending = 0;
@@ -358,6 +361,7 @@ static void emit_data_out(struct iscsi_session *s, struct task *t, struct iscsi_
 	slot->data = (const uint8_t *)t->cmd.buf + t->tx_offset;
 	slot->dlen = chunk;
 	t->tx_offset += chunk;
+	t->data_sent += chunk;
 	if (h.final)
 		t->bursting = false;
 	s->stats.bytes_written += chunk;
@@ -405,7 +409,7 @@ static void emit_command(struct iscsi_session *s, struct task *t, struct iscsi_t
 		if (p->initial_r2t)
 			unsol = imm; /* only the immediate part is unsolicited */
 		t->unsol_end = unsol;
-		t->tx_offset = imm;
+		t->tx_offset = t->data_sent = imm;
 		if (imm < unsol) {
 			h.final = false; /* unsolicited Data-Out PDUs follow */
 			t->bursting = true;
@@ -672,6 +676,13 @@ static int rx_scsi_rsp(struct iscsi_session *s, const struct iscsi_bhs *h, const
 		} else if (t->cmd.dir == ISCSI_DIR_WRITE && t->cmd.len > t->unsol_end) {
 			s->stats.bytes_written += t->cmd.len - t->unsol_end;
 		}
+	}
+	if (t->cmd.dir == ISCSI_DIR_WRITE && !s->t->ops->data_by_rdma && c->res.status == SCSI_STATUS_GOOD &&
+	    !c->res.err && c->res.xfer_len > t->data_sent) {
+		/* GOOD for data the target never got (no or too small an underflow): the write did not happen */
+		log_err("SCSI Response ITT 0x%08x: GOOD for a write after %u of %u bytes were sent", h->itt,
+			t->data_sent, c->res.xfer_len);
+		c->res.err = -EIO;
 	}
 	if (t->cmd.dir == ISCSI_DIR_READ && c->res.xfer_len > t->rx_offset) {
 		/* More data claimed than arrived (no or too small an underflow): the rest is stale. */
@@ -1125,13 +1136,14 @@ static void lose_connection(struct iscsi_session *s, int err)
 			continue;
 		if (t->done_deferred) {
 			t->doomed = true;
-		} else if (t->cmd_sent && t->reissues >= ISCSI_REISSUE_MAX) {
+		} else if ((t->cmd_sent || t->stalled) && t->reissues >= ISCSI_REISSUE_MAX) {
 			log_err("command 0x%02x lost with the connection %u times: failing it", t->cmd.cdb[0],
 				t->reissues + 1);
 			memset(&t->deferred_res, 0, sizeof(t->deferred_res));
 			t->deferred_res.err = -EIO;
 			t->doomed = true;
-		} else if (t->cmd_sent) {
+		} else if (t->cmd_sent || t->stalled) {
+			/* a command never sent counts only when it was the reason for the drop (a window kept closed) */
 			t->reissues++;
 		}
 		task_reset(t);
@@ -1211,6 +1223,7 @@ static int hook_tick(void *arg, int64_t now)
 				/* Never sent (the CmdSN window stayed closed) or stuck in the transport. */
 				log_err("command 0x%02x (ITT 0x%08x) not sent within %d s: dropping the connection",
 					t->cmd.cdb[0], t->itt, s->cfg.cmd_timeout_ms / 1000);
+				t->stalled = true;
 				rc = -ETIMEDOUT;
 				break;
 			}

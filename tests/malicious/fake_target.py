@@ -92,6 +92,9 @@ TRIGGER = {
     "no_response": "read",        # the READ is never answered: cmd_timeout, then ABORT TASK
     "tmf_ignored": "read",        # neither the READ nor task management is answered
     "window_closed": "read",      # MaxCmdSN = ExpCmdSN - 1 from then on: cmd_timeout drops the connection
+    # the same on this connection and the next WINDOW_CLOSED_LOGINS (from their Login Responses on),
+    # then the window opens: a command the window never lets out fails after 5 re-issues
+    "window_closed_forever": "read",
     # Target events the initiator must follow (RFC 7143 §11.9, §11.13.5).
     "login_redirect_temporary": "login",   # 0x0101 to a second portal; the first READ there drops the connection
     "login_redirect_permanent": "login",   # 0x0102 to a second portal, the first one then closes; READ drops too
@@ -114,6 +117,7 @@ TRIGGER = {
     "report_luns_growth": "probe",
     # Every write, from the first on, is asked for its first burst again and again (legal R2Ts, no end).
     "r2t_repeat_storm": "write",
+    "write_rsp_early_good": "write",  # GOOD, residual 0, before the write's data came: the data is dropped
 }
 
 # What the later logins meet after a recovery_login_* trigger: mode, and until when
@@ -125,6 +129,9 @@ RECOVERY_LOGIN = {
     "recovery_login_silent": ("silent", None),
     "recovery_login_empty_continue_stop": ("empty", None),
 }
+
+# window_closed_forever: new connections whose window stays closed (5: the command fails on the 6th loss)
+WINDOW_CLOSED_LOGINS = 5
 
 # Shared by the connections of one run: the second portal's port, and
 # whether a redirection happened (so the redirected session's first READ
@@ -203,6 +210,10 @@ class Conn:
         self.statsn = 0x1000
         self.expcmdsn = 1
         self.window = 32
+        if STATE.get("window_closed_logins", 0) > 0:
+            STATE["window_closed_logins"] -= 1
+            self.window = 0
+            log("window closed from the login on (%d more)" % STATE["window_closed_logins"])
         self.writes = {}      # ITT -> write state
         self.pings = {}       # TTT of a NOP-In -> its ping data, echoed in the NOP-Out
         self.ttt = 0x100
@@ -727,6 +738,11 @@ class Conn:
             return
         w["dead"] = True  # Data-Out for this write is swallowed
         rest = w["edtl"] - w["got"]
+        if m == "write_rsp_early_good":
+            log("GOOD for the write after %d of %d bytes; its data is dropped" % (w["got"], w["edtl"]))
+            del self.writes[w["itt"]]
+            self.respond(w["itt"])
+            return
         if m == "r2t_beyond_length":
             self.send_r2t(w, w["got"], rest + 4096)
         elif m == "r2t_zero_length":
@@ -897,6 +913,10 @@ class Conn:
             self.ignore_tmf = True
         elif m == "window_closed":
             self.window = 0
+            self.send_read_data(itt, lun, edtl, payload)
+        elif m == "window_closed_forever":
+            self.window = 0
+            STATE["window_closed_logins"] = WINDOW_CLOSED_LOGINS
             self.send_read_data(itt, lun, edtl, payload)
         elif m == "pdu_cut_then_close":
             h = bhs(OP_DATA_IN, 0x80, len(payload), lun, itt)
