@@ -213,6 +213,13 @@ extern const struct fuse_lowlevel_ops gw_ops;
 int gw_default_initiator_name(char *out, size_t cap);
 
 /*
+ * gw_default_initiator_name, with one warning when the name cannot be kept
+ * (a new name at every start breaks a target's ACL): the reason and how
+ * to give a name that stays.
+ */
+void gw_initiator_name_or_warn(char *out, size_t cap);
+
+/*
  * iserfuse --list URL (list.c): SendTargets discovery on the URL's portal
  * (RFC 7143 Appendix C), then a session per target and portal, REPORT LUNS
  * and a probe of each LUN, printed to stdout.  initiator_name may be NULL

@@ -9,6 +9,7 @@
 #include <unistd.h>
 
 #include "gateway.h"
+#include "../initiator/log.h"
 
 #define NAME_PREFIX "iqn.2026-11.org.iserfuse:"
 
@@ -90,4 +91,14 @@ int gw_default_initiator_name(char *out, size_t cap)
 		return -errno;
 	}
 	return 0;
+}
+
+void gw_initiator_name_or_warn(char *out, size_t cap)
+{
+	int rc = gw_default_initiator_name(out, cap);
+	if (rc)
+		log_warn("cannot keep the generated initiator name in a state directory ($STATE_DIRECTORY, "
+			 "$XDG_STATE_HOME or $HOME: %s); using %s this time and another at the next start: "
+			 "-o initiator_name= gives a name a target's ACL can allow",
+			 strerror(-rc), out);
 }

@@ -12,6 +12,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 #include <unistd.h>
 
 #include "../initiator/discovery.h"
@@ -246,8 +247,8 @@ int gw_list(const char *url_text, const char *initiator_name_opt, unsigned login
 	list_lun = url.lun;
 	if (initiator_name_opt)
 		snprintf(dc.initiator_name, sizeof(dc.initiator_name), "%s", initiator_name_opt);
-	else if (gw_default_initiator_name(dc.initiator_name, sizeof(dc.initiator_name)))
-		log_info("cannot keep the generated initiator name; using %s", dc.initiator_name);
+	else
+		gw_initiator_name_or_warn(dc.initiator_name, sizeof(dc.initiator_name));
 	snprintf(dc.host, sizeof(dc.host), "%s", url.host);
 	dc.port = url.port;
 	dc.timeout_ms = timeout_ms;
@@ -299,10 +300,12 @@ int gw_list(const char *url_text, const char *initiator_name_opt, unsigned login
 	}
 	struct iscsi_portal fallback = {.port = url.port, .tpgt = -1, .ipv6 = strchr(url.host, ':') != NULL};
 	snprintf(fallback.host, sizeof(fallback.host), "%s", url.host);
+	size_t shown = 0;
 	for (size_t i = 0; i < list.ntargets; i++) {
 		const struct iscsi_disc_target *t = &list.targets[i];
-		if (url.target[0] && strcmp(url.target, t->name) != 0)
+		if (url.target[0] && strcasecmp(url.target, t->name) != 0) /* names compare without case (RFC 7143 §4.2.7.1) */
 			continue;
+		shown++;
 		out("Target: %s\n", t->name);
 		snprintf(progress_target, sizeof(progress_target), "[%zu/%zu] %s", i + 1, list.ntargets, t->name);
 		fflush(stdout);
@@ -310,6 +313,12 @@ int gw_list(const char *url_text, const char *initiator_name_opt, unsigned login
 			list_portal(t->name, &fallback, dc.initiator_name, &creds, timeout_ms, pool);
 		for (size_t j = 0; j < t->nportals; j++)
 			list_portal(t->name, &t->portals[j], dc.initiator_name, &creds, timeout_ms, pool);
+	}
+	if (url.target[0] && shown == 0) {
+		progress_clear();
+		fprintf(stderr, "iserfuse: target %s is not among the %zu target(s) behind " ISCSI_HOSTPORT_FMT "\n",
+			url.target, list.ntargets, ISCSI_HOSTPORT_ARGS(url.host, url.port));
+		goto out;
 	}
 	rc = 0;
 out:

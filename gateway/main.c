@@ -51,6 +51,7 @@ struct options {
 	int nonopts;
 	int show_help, show_version;
 	int list; /* --list: discovery, no mount */
+	bool ro_off; /* the last of ro and rw was rw (given[GW_OPT_RO] is set by either) */
 };
 
 /* An option's value: what was given, else the table's default. */
@@ -59,7 +60,7 @@ static long long optv(const struct options *o, enum gw_opt_id id)
 	return o->given[id] ? o->num[id] : gw_opts[id].def;
 }
 
-enum { KEY_HELP, KEY_VERSION, KEY_LIST, KEY_IGNORE, KEY_TAB /* + gw_opt_id */ };
+enum { KEY_HELP, KEY_VERSION, KEY_LIST, KEY_IGNORE, KEY_RW, KEY_TAB /* + gw_opt_id */ };
 
 /* Where the options being parsed come from: NULL for the command line, else the configuration file. */
 static const char *opt_origin;
@@ -80,6 +81,7 @@ static void build_option_spec(void)
 		FUSE_OPT_KEY("nouser", KEY_IGNORE),
 		FUSE_OPT_KEY("users", KEY_IGNORE),
 		FUSE_OPT_KEY("defaults", KEY_IGNORE),
+		FUSE_OPT_KEY("rw", KEY_RW), /* undoes an earlier ro (the configuration file's, say) */
 		FUSE_OPT_KEY("-h", KEY_HELP),
 		FUSE_OPT_KEY("--help", KEY_HELP),
 		FUSE_OPT_KEY("-V", KEY_VERSION),
@@ -186,6 +188,10 @@ static int opt_proc(void *data, const char *arg, int key, struct fuse_args *outa
 	case KEY_LIST:
 		o->list = 1;
 		return 0;
+	case KEY_RW:
+		o->given[GW_OPT_RO] = true;
+		o->ro_off = true;
+		return 1; /* the kernel mount follows the last of ro and rw */
 	default:
 		break;
 	}
@@ -195,6 +201,8 @@ static int opt_proc(void *data, const char *arg, int key, struct fuse_args *outa
 	const struct gw_opt *t = &gw_opts[id];
 	const char *val = arg + strlen(t->key) + 1;
 	o->given[id] = true;
+	if (id == GW_OPT_RO)
+		o->ro_off = false;
 	if (t->kind == GW_OPT_FLAG)
 		return t->to_fuse; /* ro: the kernel mount is read-only too; allow_other is libfuse's */
 	if (t->kind == GW_OPT_STR) {
@@ -280,6 +288,8 @@ static int apply_config(struct options *o, struct fuse_args *args, struct gw_con
 		if (o->given[i] || !c.given[i])
 			continue;
 		o->given[i] = true;
+		if (i == GW_OPT_RO)
+			o->ro_off = c.ro_off;
 		if (i < GW_OPT_NUMERIC_COUNT)
 			o->num[i] = c.num[i];
 		o->str[i] = c.str[i];
@@ -785,6 +795,12 @@ int main(int argc, char **argv)
 		goto out; /* nothing started yet */
 	if (o.str[GW_OPT_LOG_LEVEL] && set_log_level(o.str[GW_OPT_LOG_LEVEL]))
 		goto out;
+	char nerr[160];
+	if (o.str[GW_OPT_INITIATOR_NAME] && iscsi_name_check(o.str[GW_OPT_INITIATOR_NAME], nerr, sizeof(nerr))) {
+		fprintf(stderr, "iserfuse: bad option 'initiator_name=%s': %s (RFC 7143 §4.2.7)\n",
+			o.str[GW_OPT_INITIATOR_NAME], nerr);
+		goto out;
+	}
 	if (o.list) {
 		/* Discovery only: no mount point, no FUSE session. */
 		if (o.nonopts || !o.url) {
@@ -844,7 +860,7 @@ int main(int argc, char **argv)
 	unsigned long long cache_bytes = (unsigned long long)optv(&o, GW_OPT_CACHE_SIZE);
 	g.max_io = max_io;
 	g.writeback = o.given[GW_OPT_WRITEBACK] && cache_bytes;
-	g.ro = o.given[GW_OPT_RO];
+	g.ro = o.given[GW_OPT_RO] && !o.ro_off;
 	g.uid = getuid();
 	g.gid = getgid();
 	g.umask = (mode_t)optv(&o, GW_OPT_UMASK);
@@ -854,6 +870,8 @@ int main(int argc, char **argv)
 	snprintf(maxread, sizeof(maxread), "-omax_read=%zu", max_io);
 	fuse_opt_add_arg(&args, maxread);
 	fuse_opt_add_arg(&args, "-osubtype=iserfuse");
+	/* the kernel checks every file's mode, the directory's and .stats's too (with allow_other) */
+	fuse_opt_add_arg(&args, "-odefault_permissions");
 	gw_fsname_opt(&url, fsname, sizeof(fsname)); /* findmnt and df show the URL, without credentials */
 	fuse_opt_add_arg(&args, "-o");
 	fuse_opt_add_arg(&args, fsname);
@@ -885,8 +903,8 @@ int main(int argc, char **argv)
 	snprintf(sc.target_name, sizeof(sc.target_name), "%s", url.target);
 	if (o.str[GW_OPT_INITIATOR_NAME])
 		snprintf(sc.initiator_name, sizeof(sc.initiator_name), "%s", o.str[GW_OPT_INITIATOR_NAME]);
-	else if (gw_default_initiator_name(sc.initiator_name, sizeof(sc.initiator_name)))
-		log_info("cannot keep the generated initiator name; using %s", sc.initiator_name);
+	else
+		gw_initiator_name_or_warn(sc.initiator_name, sizeof(sc.initiator_name));
 	iscsi_neg_config_default(&sc.neg);
 	if (set_digests(&sc.neg, &url, &o))
 		goto out;

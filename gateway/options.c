@@ -13,7 +13,7 @@ const struct gw_opt gw_opts[GW_OPT_COUNT] = {
 	[GW_OPT_INITIATOR_NAME] = {"initiator_name", GW_OPT_STR, "IQN", 0,
 				   "generated once per host for root, once per user for others, and kept", 0, 0, 0, 0,
 				   "initiator name"},
-	[GW_OPT_RO] = {"ro", GW_OPT_FLAG, NULL, 0, "off", 0, 0, 0, 1, "read-only mount, EROFS on write"},
+	[GW_OPT_RO] = {"ro", GW_OPT_FLAG, NULL, 0, "off", 0, 0, 0, 1, "read-only mount, EROFS on write (a later rw undoes it)"},
 	[GW_OPT_QUEUE_DEPTH] = {"queue_depth", GW_OPT_INT, "N", 128, "128", 1, 4096, 0, 0,
 				"most SCSI commands outstanding"},
 	[GW_OPT_MAX_IO_KIB] = {"max_io_kib", GW_OPT_INT, "N", 512, "512", 4, 4096, 4, 0,

@@ -10,6 +10,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <sys/statfs.h>
 #include <unistd.h>
 
 #define FUSE_DEFAULT_MAX_PAGES 256u /* the kernel's FUSE_MAX_MAX_PAGES before max_pages_limit */
@@ -87,7 +88,9 @@ int gw_mountpoint_check(const char *mnt)
 		fprintf(stderr, "iserfuse: mount point %s is not a directory\n", mnt);
 		return -1;
 	}
-	if (access(mnt, X_OK)) { /* a stale mount's cached attributes can pass stat */
+	struct statfs sfs;
+	/* a stale mount's cached attributes can pass stat and access: statfs always asks the daemon */
+	if (statfs(mnt, &sfs) || access(mnt, X_OK)) {
 		mountpoint_error(mnt, errno);
 		return -1;
 	}

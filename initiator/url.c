@@ -20,6 +20,7 @@
 #endif
 #include "url.h"
 
+#include <ctype.h>
 #include <errno.h>
 #include <stdarg.h>
 #include <stdint.h>
@@ -489,4 +490,46 @@ void iscsi_url_wipe(struct iscsi_url *u)
 	explicit_bzero(u->password, sizeof(u->password));
 	explicit_bzero(u->target_user, sizeof(u->target_user));
 	explicit_bzero(u->target_password, sizeof(u->target_password));
+}
+
+static bool all_hex(const char *s, size_t n)
+{
+	for (size_t i = 0; i < n; i++)
+		if (hexval((unsigned char)s[i]) < 0)
+			return false;
+	return s[n] == '\0';
+}
+
+/* "YYYY-MM." and a naming authority (RFC 7143 §4.2.7.4, iqn-format) */
+static bool iqn_date_ok(const char *s)
+{
+	for (int i = 0; i < 8; i++)
+		if (i == 4 ? s[i] != '-' : i == 7 ? s[i] != '.' : !isdigit((unsigned char)s[i]))
+			return false;
+	return s[8] != '\0';
+}
+
+int iscsi_name_check(const char *name, char *err, size_t cap)
+{
+	size_t n = strlen(name);
+	const char *why = NULL;
+	if (n == 0)
+		why = "empty";
+	else if (n >= ISCSI_NAME_MAX)
+		why = "longer than 223 bytes";
+	else if (strspn(name, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789-.:") != n)
+		why = "only letters, digits, '-', '.' and ':' are allowed";
+	else if (!strncasecmp(name, "iqn.", 4))
+		why = iqn_date_ok(name + 4) ? NULL
+					    : "iqn. names go on with a date and a naming authority (iqn.YYYY-MM.domain[:id])";
+	else if (!strncasecmp(name, "eui.", 4))
+		why = all_hex(name + 4, 16) ? NULL : "eui. names go on with 16 hex digits";
+	else if (!strncasecmp(name, "naa.", 4))
+		why = all_hex(name + 4, 16) || all_hex(name + 4, 32) ? NULL : "naa. names go on with 16 or 32 hex digits";
+	else
+		why = "an iqn., eui. or naa. name expected";
+	if (!why)
+		return 0;
+	snprintf(err, cap, "%s", why);
+	return -EINVAL;
 }

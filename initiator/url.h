@@ -55,4 +55,13 @@ int iscsi_url_parse(const char *text, bool need_target, struct iscsi_url *out, c
 /* Wipe the credentials in `u`, mutual ones included (explicit_bzero). */
 void iscsi_url_wipe(struct iscsi_url *u);
 
+/*
+ * Is `name` a well-formed iSCSI name (RFC 7143 §4.2.7): "iqn." followed by
+ * a date and a naming authority, "eui." and 16 hex digits, or "naa." and
+ * 16 or 32 hex digits; at most 223 bytes of letters, digits, '-', '.' and
+ * ':' (the prefix in either case).  Returns 0, or -EINVAL with a one-line
+ * reason in `err` (cap bytes).
+ */
+int iscsi_name_check(const char *name, char *err, size_t cap);
+
 #endif

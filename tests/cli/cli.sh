@@ -312,6 +312,34 @@ if run_ok "options = ro in the file's global part" "$iserfuse" -o "config=$work/
 	check_eq "the file's ro: lun1 is 0400" "$(stat -c %a "$mnt/lun1")" 400
 	unmount "$mnt" || true
 fi
+# -o rw on the command line undoes the file's ro: the files and the kernel mount are read-write.
+if run_ok "-o rw on the command line over the file's ro" "$iserfuse" -o "config=$work/ro.conf,rw" rolab "$mnt"; then
+	check "-o rw: the kernel mount is rw" grep -qE " $mnt fuse.iserfuse rw[, ]" /proc/mounts
+	check_eq "-o rw: lun1 is 0600" "$(stat -c %a "$mnt/lun1")" 600
+	check "-o rw: writing works" dd if=/dev/zero of="$mnt/lun1" bs=512 count=1 conv=notrunc,fsync status=none
+	unmount "$mnt" || true
+fi
+if run_ok "-o ro,rw: the last word wins" "$iserfuse" -o "ro,rw,initiator_name=$initiator" "$url" "$mnt"; then
+	check "-o ro,rw: writing works on a rw kernel mount" bash -c \
+		"grep -qE ' $mnt fuse.iserfuse rw[, ]' /proc/mounts && dd if=/dev/zero of='$mnt/lun1' bs=512 count=1 conv=notrunc,fsync status=none"
+	unmount "$mnt" || true
+fi
+
+# The initiator name is an iSCSI name (RFC 7143 §4.2.7): anything else is one line, exit 1.
+for bad in "" "notaniqn" "iqn.2026-11.org.example:a b" "iqn.26-11.org.example" "eui.12345" "naa.xyz"; do
+	run_fail1 "-o initiator_name='$bad': one line, exit 1" "^iserfuse: bad option 'initiator_name=$bad': " \
+		"$iserfuse" -o "initiator_name=$bad" "$url" "$mnt"
+	check_eq "-o initiator_name='$bad': one line" "$(wc -l <"$work/out")" 1
+done
+# A name that cannot be kept is said (a new one at every start breaks a target's ACL).
+rc=0
+timeout 60 setpriv --reuid=65534 --regid=65534 --clear-groups env -u XDG_STATE_HOME -u STATE_DIRECTORY HOME=/nonexistent \
+	"$iserfuse" --list "$url" >"$work/out" 2>&1 || rc=$?
+check "a generated initiator name that cannot be kept is a warning" \
+	grep -q "cannot keep the generated initiator name .*-o initiator_name=" "$work/out"
+# --list of a target the portal does not have: one line, exit 1.
+run_fail1 "--list of a target the portal does not have: exit 1" "^iserfuse: target iqn.2026-11.org.example:nosuch is not among the 1 target\\(s\\) behind 127.0.0.1:$port$" \
+	"$iserfuse" --list -o "initiator_name=$initiator" "iscsi://127.0.0.1:$port/iqn.2026-11.org.example:nosuch"
 
 # ---------------------------------------------------------------- exit 0 means mounted; the mount point
 # max_io_kib above the kernel's limit (max_pages_limit pages): lowered with a warning, and mounted.

@@ -442,3 +442,26 @@ Test(url, failure_clears_output)
 	cr_assert_str_empty(u.host);
 	cr_assert_eq(u.lun, -1);
 }
+
+Test(url, iscsi_name_check)
+{
+	char e[160], longname[300];
+	const char *good[] = {"iqn.2026-11.org.example:disk", "IQN.2001-04.com.example", "iqn.1994-05.com.redhat:a1b2",
+			      "eui.02004567A425678D", "naa.52004567BA64678D", "naa.62004567BA64678D0123456789ABCDEF"};
+	for (size_t i = 0; i < sizeof(good) / sizeof(good[0]); i++)
+		cr_expect_eq(iscsi_name_check(good[i], e, sizeof(e)), 0, "%s: %s", good[i], e);
+	const char *bad_names[] = {"",	       "notaniqn",	   "iqn.2026-11.org.example:a b", "iqn.26-11.org",
+				   "iqn.2026-11.", "iqn.2026-1x.org", "eui.12345",			  "eui.02004567A425678DX",
+				   "naa.xyz",      "naa.52004567BA64", "iqn.2026-11.org/x"};
+	for (size_t i = 0; i < sizeof(bad_names) / sizeof(bad_names[0]); i++) {
+		e[0] = '\0';
+		cr_expect_eq(iscsi_name_check(bad_names[i], e, sizeof(e)), -EINVAL, "'%s' accepted", bad_names[i]);
+		cr_expect_neq(e[0], '\0', "'%s': no reason", bad_names[i]);
+	}
+	memset(longname, 'a', sizeof(longname) - 1);
+	longname[sizeof(longname) - 1] = '\0';
+	memcpy(longname, "iqn.2026-11.org.x:", 18);
+	cr_expect_eq(iscsi_name_check(longname, e, sizeof(e)), -EINVAL);
+	longname[223] = '\0'; /* 223 bytes: the largest name */
+	cr_expect_eq(iscsi_name_check(longname, e, sizeof(e)), 0, "%s", e);
+}
