@@ -564,9 +564,15 @@ unprivileged_checks() {
 	# .stats hold for others as the LUN files' do (umask 077: 0700, 0400).
 	mkdir "$udir/ao"
 	if "$iserfuse" -o allow_other "$TGT_URL" "$udir/ao" >"$work/ao.out" 2>&1 </dev/null; then
-		expect_fail "$uuser: ls of root's allow_other mount (mode 0700) is refused" as_user ls "$udir/ao"
-		expect_fail "$uuser: reading root's .stats (mode 0400) is refused" as_user cat "$udir/ao/.stats"
-		expect_fail "$uuser: reading root's lun1 (mode 0600) is refused" as_user head -c 1 "$udir/ao/lun1"
+		# (expect_fail runs a command, not a shell function: runuser itself)
+		expect_fail "$uuser: ls of root's allow_other mount (mode 0700) is refused" \
+			runuser -u "$uuser" -- ls "$udir/ao"
+		check "$uuser: ls said Permission denied" grep -q 'Permission denied' "$work/log"
+		expect_fail "$uuser: reading root's .stats (mode 0400) is refused" \
+			runuser -u "$uuser" -- cat "$udir/ao/.stats"
+		check "$uuser: cat said Permission denied" grep -q 'Permission denied' "$work/log"
+		expect_fail "$uuser: reading root's lun1 (mode 0600) is refused" \
+			runuser -u "$uuser" -- head -c 1 "$udir/ao/lun1"
 		expect_ok "root: ls of the allow_other mount" ls "$udir/ao/by-id" || true
 		fusermount3 -u "$udir/ao" || true
 	else
