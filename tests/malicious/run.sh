@@ -233,6 +233,32 @@ finish() {
 	exit 0
 }
 
+# mount_daemon URL OPTIONS...: the daemon in the foreground (daemon_pid), its
+# log in $work/daemon.log; "mounted" once lun1 is there, else finish.
+mount_daemon() {
+	local murl=$1 i up=0
+	shift
+	"$iserfuse" -f -o "initiator_name=$initiator" -o login_timeout=10 "$@" "$murl" "$mnt" \
+		>"$work/daemon.out" 2>"$work/daemon.log" </dev/null &
+	daemon_pid=$!
+	for ((i = 0; i < 300; i++)); do
+		if is_mounted "$mnt" && [[ -e $mnt/lun1 ]]; then
+			up=1
+			break
+		fi
+		_targets_alive "$daemon_pid" || break
+		sleep 0.1
+	done
+	if ((up)); then
+		pass "mounted"
+	else
+		fail "mounted"
+		note "$work/daemon.log"
+		note "$work/target.log"
+		finish
+	fi
+}
+
 # sanitizer_clean LOG: no sanitizer report in LOG.
 sanitizer_clean() {
 	if grep -qE 'AddressSanitizer|LeakSanitizer|runtime error|ThreadSanitizer' "$1"; then
@@ -326,25 +352,7 @@ if [[ $want_io == bounded ]]; then
 	[[ $trigger == nop ]] && noop=1
 	burl=$url
 	[[ $kind == luns ]] && burl=${url%/1} # every LUN: REPORT LUNS at the mount and in rescans
-	"$iserfuse" -f -o "initiator_name=$initiator" -o login_timeout=10 -o cmd_timeout=$ct -o noop_interval=$noop \
-		-o replacement_timeout=$rt "$burl" "$mnt" >"$work/daemon.out" 2>"$work/daemon.log" </dev/null &
-	daemon_pid=$!
-	up=0
-	for ((i = 0; i < 300; i++)); do
-		if is_mounted "$mnt" && [[ -e $mnt/lun1 ]]; then
-			up=1
-			break
-		fi
-		_targets_alive "$daemon_pid" || break
-		sleep 0.1
-	done
-	if ((up)); then
-		pass "mounted"
-	else
-		fail "mounted"
-		note "$work/daemon.log"
-		finish
-	fi
+	mount_daemon "$burl" -o cmd_timeout=$ct -o noop_interval=$noop -o replacement_timeout=$rt
 	case $kind in
 	outage)
 		if [[ $trigger == nop ]]; then
@@ -562,26 +570,7 @@ fi
 
 # ---------------------------------------------------------------- mount
 
-"$iserfuse" -f -o "initiator_name=$initiator" -o login_timeout=10 -o cmd_timeout=4 \
-	-o replacement_timeout=60 "$url" "$mnt" >"$work/daemon.out" 2>"$work/daemon.log" </dev/null &
-daemon_pid=$!
-up=0
-for ((i = 0; i < 300; i++)); do
-	if is_mounted "$mnt" && [[ -e $mnt/lun1 ]]; then
-		up=1
-		break
-	fi
-	_targets_alive "$daemon_pid" || break
-	sleep 0.1
-done
-if ((up)); then
-	pass "mounted"
-else
-	fail "mounted"
-	note "$work/daemon.log"
-	note "$work/target.log"
-	finish
-fi
+mount_daemon "$url" -o cmd_timeout=4 -o replacement_timeout=60
 
 # ---------------------------------------------------------------- trigger
 
