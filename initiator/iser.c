@@ -784,11 +784,19 @@ static int poll_batch(struct iser_conn *c, bool deliver)
 	return rc ? rc : n;
 }
 
-/* Arm the CQ and wait for it (or other fds) until deadline; consumes the CQ event. */
+/*
+ * Arm the CQ and wait for it (or other fds) until deadline; consumes the CQ
+ * event.  A completion that came after the caller's last poll but before
+ * the arming raises no event: the CQ is polled once more after arming, and
+ * when that finds completions there is no wait (0, the caller looks again).
+ */
 static int cq_wait(struct iser_conn *c, int64_t deadline)
 {
 	if (ibv_req_notify_cq(c->cq, 0))
 		return -EIO;
+	int n = poll_batch(c, false);
+	if (n != 0)
+		return n < 0 ? n : 0;
 	int64_t left = deadline - now_ms();
 	struct pollfd p = {.fd = c->cch->fd, .events = POLLIN};
 	int r = iscsi_poll_cancellable(&p, 1, left < 0 ? 0 : (int)left);
