@@ -320,6 +320,12 @@ static bool lba_span(const struct bcache *c, const struct bcache_dev *d, const s
 }
 
 /* The next run [*i0, *i1) of set bits of map at or after from, below n; false if none. */
+/* Logical block i of e is newer here than the target may be: dirty, or (recent) written back lately. */
+static bool lba_newer(const struct entry *e, unsigned i, bool recent)
+{
+	return bit(e->dmap, i) || (recent && bit(e->wmap, i));
+}
+
 static bool next_run(const uint64_t *map, unsigned from, unsigned n, unsigned *i0, unsigned *i1)
 {
 	unsigned i = from;
@@ -427,10 +433,14 @@ static void bypass_done(void *arg, int err, const void *data, size_t len)
 			bool recent = e->flushing || e->wb_seq > r->seq;
 			unsigned lbs = e->dev->lbshift;
 			uint64_t bstart = e->blk << c->shift;
-			for (unsigned i = 0, n = lbas(e->dev, e->blk); i < n; i++) {
-				if (!bit(e->dmap, i) && !(recent && bit(e->wmap, i)))
+			for (unsigned i = 0, j, n = lbas(e->dev, e->blk); i < n; i = j) { /* one copy per run */
+				for (j = i; j < n && lba_newer(e, j, recent); j++)
+					;
+				if (j == i) {
+					j++;
 					continue;
-				uint64_t ls = bstart + ((uint64_t)i << lbs), le = ls + (1u << lbs);
+				}
+				uint64_t ls = bstart + ((uint64_t)i << lbs), le = bstart + ((uint64_t)j << lbs);
 				uint64_t s = r->off > ls ? r->off : ls;
 				uint64_t t = r->off + len < le ? r->off + len : le;
 				if (s < t)
