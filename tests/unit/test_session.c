@@ -589,17 +589,23 @@ static void assert_echo(const struct iscsi_tx_slot *slots, int n, uint32_t ttt, 
 	cr_assert_eq(memcmp(slots[0].data, want, 64), 0, "the NOP-Out for TTT 0x%x does not echo '%c'", ttt, fill);
 }
 
+/* A session on a fake connection driven by the test (tx_fill/tx_done by hand); the connection. */
+static struct fconn *open_manual(struct world *w, struct iscsi_session **s)
+{
+	init_world(w);
+	w->manual = true;
+	struct iscsi_session_config cfg = config(w, 1000);
+	char err[256];
+	cr_assert_eq(iscsi_session_open(&cfg, s, err, sizeof(err)), 0, "%s", err);
+	cr_assert_not_null(w->manual_conn);
+	return w->manual_conn;
+}
+
 Test(session, nop_in_echo_never_changes_a_buffer_being_sent)
 {
 	struct world w;
-	init_world(&w);
-	w.manual = true;
-	struct iscsi_session_config cfg = config(&w, 1000);
 	struct iscsi_session *s;
-	char err[256];
-	cr_assert_eq(iscsi_session_open(&cfg, &s, err, sizeof(err)), 0, "%s", err);
-	struct fconn *c = w.manual_conn;
-	cr_assert_not_null(c);
+	struct fconn *c = open_manual(&w, &s);
 	struct iscsi_tx_slot b1[8] = {0}, b2[8] = {0}, b3[8] = {0};
 
 	nop_in_ping(c, 0x10, 'A');
@@ -650,13 +656,8 @@ static int submit_read(struct iscsi_session *s, int i, void *buf, uint32_t len)
 Test(session, task_owns_its_buffer_only_while_outstanding)
 {
 	struct world w;
-	init_world(&w);
-	w.manual = true;
-	struct iscsi_session_config cfg = config(&w, 1000);
 	struct iscsi_session *s;
-	char err[256];
-	cr_assert_eq(iscsi_session_open(&cfg, &s, err, sizeof(err)), 0, "%s", err);
-	struct fconn *c = w.manual_conn;
+	struct fconn *c = open_manual(&w, &s);
 	cr_assert_not_null(c->hooks->task_owns);
 	static uint8_t buf1[512], buf2[512];
 	struct iscsi_tx_slot b[8] = {0};
