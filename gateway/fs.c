@@ -21,9 +21,6 @@
 #define ROOT_INO FUSE_ROOT_ID
 #define ATTR_TIMEOUT 1.0
 
-/* The rescan thread turns a LUN read-only or writable while requests run (MODE SENSE's WP bit). */
-static bool lun_ro(const struct gw_lun *l) { return __atomic_load_n(&l->ro, __ATOMIC_RELAXED); }
-
 static struct gw *gw_of(fuse_req_t req) { return fuse_req_userdata(req); }
 
 static struct gw_lun *lun_by_ino(struct gw *g, fuse_ino_t ino)
@@ -32,9 +29,6 @@ static struct gw_lun *lun_by_ino(struct gw *g, fuse_ino_t ino)
 		return NULL;
 	return &g->luns[ino - 2];
 }
-
-/* A LUN the target no longer reports (rescan.c): its name is gone, its open files get ENODEV. */
-static bool lun_gone(const struct gw_lun *l) { return __atomic_load_n(&l->gone, __ATOMIC_ACQUIRE); }
 
 /*
  * A LUN file's mode, owner and times are kept in its slot for the life of
@@ -55,7 +49,7 @@ static void stamp_write(struct gw_lun *l)
 {
 	struct timespec now;
 	clock_gettime(CLOCK_REALTIME_COARSE, &now);
-	__atomic_store_n(&l->write_ns, ts_ns(now), __ATOMIC_RELAXED);
+	atomic_store_explicit(&l->write_ns, ts_ns(now), memory_order_relaxed);
 }
 
 void gw_lun_attr_init(const struct gw *g, struct gw_lun *l)
@@ -71,7 +65,7 @@ void gw_lun_attr_init(const struct gw *g, struct gw_lun *l)
 /* Under attr_lock: a write since the last setattr becomes the kept mtime and ctime. */
 static void fold_write(struct gw_lun *l)
 {
-	int64_t w = __atomic_exchange_n(&l->write_ns, 0, __ATOMIC_RELAXED);
+	int64_t w = atomic_exchange_explicit(&l->write_ns, 0, memory_order_relaxed);
 	if (w)
 		l->mtime = l->ctime = ns_ts(w);
 }
@@ -90,14 +84,14 @@ static void fill_attr(struct gw *g, fuse_ino_t ino, struct stat *st)
 	}
 	struct gw_lun *l = lun_by_ino(g, ino);
 	pthread_mutex_lock(&attr_lock);
-	st->st_mode = S_IFREG | (l->mode & (lun_ro(l) ? ~(mode_t)0222 : 07777));
+	st->st_mode = S_IFREG | (l->mode & (gw_lun_ro(l) ? ~(mode_t)0222 : 07777));
 	st->st_uid = l->uid;
 	st->st_gid = l->gid;
 	st->st_atim = l->atime;
 	st->st_mtim = l->mtime;
 	st->st_ctim = l->ctime;
 	pthread_mutex_unlock(&attr_lock);
-	int64_t w = __atomic_load_n(&l->write_ns, __ATOMIC_RELAXED);
+	int64_t w = atomic_load_explicit(&l->write_ns, memory_order_relaxed);
 	if (w)
 		st->st_mtim = st->st_ctim = ns_ts(w);
 	st->st_nlink = 1;
@@ -172,7 +166,7 @@ static void gw_lookup(fuse_req_t req, fuse_ino_t parent, const char *name)
 		return;
 	}
 	for (size_t i = 0, n = gw_nluns(g); i < n; i++) {
-		if (!lun_gone(&g->luns[i]) && strcmp(g->luns[i].name, name) == 0) {
+		if (!gw_lun_gone(&g->luns[i]) && strcmp(g->luns[i].name, name) == 0) {
 			struct fuse_entry_param e = {.ino = g->luns[i].ino, .attr_timeout = ATTR_TIMEOUT,
 						     .entry_timeout = ATTR_TIMEOUT};
 			fill_attr(g, e.ino, &e.attr);
@@ -285,7 +279,7 @@ static void gw_setattr(fuse_req_t req, fuse_ino_t ino, struct stat *attr, int to
 			fuse_reply_err(req, EISDIR);
 			return;
 		}
-		if (lun_ro(l)) {
+		if (gw_lun_ro(l)) {
 			fuse_reply_err(req, EROFS);
 			return;
 		}
@@ -327,7 +321,7 @@ static void gw_access(fuse_req_t req, fuse_ino_t ino, int mask)
 		}
 		fill_attr(g, ino, &st);
 	}
-	if ((mask & W_OK) && (g->ro || (l && lun_ro(l)))) {
+	if ((mask & W_OK) && (g->ro || (l && gw_lun_ro(l)))) {
 		fuse_reply_err(req, EROFS);
 		return;
 	}
@@ -422,7 +416,7 @@ static void gw_readdir(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off, s
 			st.st_ino = GW_BYID_INO;
 			st.st_mode = S_IFDIR;
 		} else {
-			if (lun_gone(&g->luns[i - 2]))
+			if (gw_lun_gone(&g->luns[i - 2]))
 				continue;
 			name = g->luns[i - 2].name;
 			st.st_ino = g->luns[i - 2].ino;
@@ -444,11 +438,11 @@ static void gw_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 		gw_stats_open(req, fi);
 		return;
 	}
-	if (!l || lun_gone(l)) {
+	if (!l || gw_lun_gone(l)) {
 		fuse_reply_err(req, ino == ROOT_INO || ino == GW_BYID_INO ? EISDIR : ENOENT);
 		return;
 	}
-	if ((fi->flags & O_ACCMODE) != O_RDONLY && lun_ro(l)) {
+	if ((fi->flags & O_ACCMODE) != O_RDONLY && gw_lun_ro(l)) {
 		fuse_reply_err(req, EROFS);
 		return;
 	}
@@ -574,7 +568,7 @@ static void gw_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off, stru
 		fuse_reply_err(req, EBADF);
 		return;
 	}
-	if (lun_gone(l)) {
+	if (gw_lun_gone(l)) {
 		fuse_reply_err(req, ENODEV);
 		return;
 	}
@@ -666,11 +660,11 @@ static void gw_write_buf(fuse_req_t req, fuse_ino_t ino, struct fuse_bufvec *buf
 		fuse_reply_err(req, EBADF);
 		return;
 	}
-	if (lun_gone(l)) {
+	if (gw_lun_gone(l)) {
 		fuse_reply_err(req, ENODEV);
 		return;
 	}
-	if (lun_ro(l)) {
+	if (gw_lun_ro(l)) {
 		fuse_reply_err(req, EROFS);
 		return;
 	}
@@ -731,7 +725,7 @@ static void do_sync(fuse_req_t req, fuse_ino_t ino)
 		fuse_reply_err(req, ino == ROOT_INO || ino == GW_STATS_INO ? 0 : EBADF);
 		return;
 	}
-	if (lun_gone(l)) { /* nothing can reach it; only unflushed writes are worth an error */
+	if (gw_lun_gone(l)) { /* nothing can reach it; only unflushed writes are worth an error */
 		fuse_reply_err(req, atomic_load(&l->dev.dirty) ? ENODEV : 0);
 		return;
 	}
@@ -790,7 +784,7 @@ static void gw_statfs(fuse_req_t req, fuse_ino_t ino)
 	sv.f_bsize = sv.f_frsize = 4096;
 	size_t n = gw_nluns(g);
 	for (size_t i = 0; i < n; i++)
-		if (!lun_gone(&g->luns[i]))
+		if (!gw_lun_gone(&g->luns[i]))
 			sv.f_blocks += blk_dev_size(&g->luns[i].dev) / 4096;
 	sv.f_files = n + 1;
 	sv.f_namemax = 255;
@@ -829,7 +823,7 @@ static void gw_fallocate(fuse_req_t req, fuse_ino_t ino, int mode, off_t off, of
 		fuse_reply_err(req, ino == ROOT_INO ? EISDIR : EBADF);
 		return;
 	}
-	if (lun_gone(l)) {
+	if (gw_lun_gone(l)) {
 		fuse_reply_err(req, ENODEV);
 		return;
 	}
@@ -838,7 +832,7 @@ static void gw_fallocate(fuse_req_t req, fuse_ino_t ino, int mode, off_t off, of
 		fuse_reply_err(req, EOPNOTSUPP);
 		return;
 	}
-	if (lun_ro(l)) {
+	if (gw_lun_ro(l)) {
 		fuse_reply_err(req, EROFS);
 		return;
 	}
@@ -914,7 +908,7 @@ static void gw_lseek(fuse_req_t req, fuse_ino_t ino, off_t off, int whence, stru
 		fuse_reply_err(req, ino == ROOT_INO ? EISDIR : EBADF);
 		return;
 	}
-	if (lun_gone(l)) {
+	if (gw_lun_gone(l)) {
 		fuse_reply_err(req, ENODEV);
 		return;
 	}
