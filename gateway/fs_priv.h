@@ -16,6 +16,7 @@
 #define ROOT_INO FUSE_ROOT_ID
 #define ATTR_TIMEOUT 1.0 /* seconds the kernel keeps attributes and entries */
 
+/* The gateway a request belongs to (the session's userdata). */
 static inline struct gw *gw_of(fuse_req_t req) { return fuse_req_userdata(req); }
 
 /* The LUN slot of inode ino (a gone LUN's too: its open files still reach it), or NULL. */
