@@ -47,7 +47,7 @@ static void ascii_name(const char *prefix, const struct scsi_designator *d, char
 		out[0] = '\0';
 }
 
-static size_t nlinks(const struct gw *g) { return __atomic_load_n(&g->nlinks, __ATOMIC_ACQUIRE); }
+static size_t nlinks(const struct gw *g) { return atomic_load_explicit(&g->nlinks, memory_order_acquire); }
 
 /* Only the rescan thread (or the main thread before the mount) adds: the entry is filled, then published. */
 static void add_link(struct gw *g, const char *name, const struct gw_lun *l)
@@ -63,7 +63,7 @@ static void add_link(struct gw *g, const char *name, const struct gw_lun *l)
 	snprintf(k->target, sizeof(k->target), "../%s", l->name);
 	k->lun = l;
 	k->ino = GW_LINK_INO0 + n;
-	__atomic_store_n(&g->nlinks, n + 1, __ATOMIC_RELEASE);
+	atomic_store_explicit(&g->nlinks, n + 1, memory_order_release);
 }
 
 void gw_byid_add_lun(struct gw *g, const struct gw_lun *l)
@@ -111,7 +111,7 @@ void gw_byid_free(struct gw *g)
 /* A link whose LUN the target no longer reports is hidden (its name may come back as another disk). */
 static bool link_live(const struct gw_link *k)
 {
-	return !__atomic_load_n(&k->lun->gone, __ATOMIC_ACQUIRE);
+	return !gw_lun_gone(k->lun);
 }
 
 static const struct gw_link *link_by_ino(struct gw *g, fuse_ino_t ino)

@@ -3,7 +3,9 @@
  * The FUSE gateway: one directory of LUN files backed by one iSCSI session.
  * State is set up before the FUSE loop starts and read-only afterwards,
  * except what blk_dev guards itself and the LUN table, which the rescan
- * thread extends and marks (rescan.c; atomics, see docs/design.md).
+ * thread extends and marks (rescan.c; atomics, see docs/design.md).  The
+ * fields read across threads are C11 _Atomic; the gateway reads gone, ro
+ * and nluns through gw_lun_gone, gw_lun_ro and gw_nluns.
  */
 #ifndef ISERFUSE_GATEWAY_H
 #define ISERFUSE_GATEWAY_H
@@ -26,10 +28,10 @@
 struct gw_lun {
 	char name[16];          /* "lun<N>" */
 	fuse_ino_t ino;
-	bool ro;                /* -o ro or write protected */
+	_Atomic bool ro;        /* -o ro or write protected; the rescan thread changes it (MODE SENSE WP) */
 	struct iscsi_lun_info info;
 	struct blk_dev dev;
-	bool gone;              /* no longer reported by the target (rescan.c); __atomic access */
+	_Atomic bool gone;      /* no longer reported by the target (rescan.c): set release, read acquire */
 	struct bcache_dev *cdev; /* NULL: no block cache */
 	/*
 	 * Attributes kept for the life of the mount (fs.c): chmod, chown and
@@ -40,17 +42,21 @@ struct gw_lun {
 	uid_t uid;
 	gid_t gid;
 	struct timespec atime, mtime, ctime;
-	/* ns since the epoch (CLOCK_REALTIME_COARSE) of the last write, punch or zero range since the last setattr, 0 if none; __atomic, relaxed */
-	int64_t write_ns;
-	bool pages_stale;       /* a UNIT ATTENTION said its data may have changed: the rescan thread
-				 * invalidates the kernel's pages of it (rescan.c); __atomic access */
+	/*
+	 * ns since the epoch (CLOCK_REALTIME_COARSE) of the last write, punch
+	 * or zero range since the last setattr, 0 if none: stamped by route.c,
+	 * read and folded by fs_attr.c; relaxed
+	 */
+	_Atomic int64_t write_ns;
+	_Atomic bool pages_stale; /* a UNIT ATTENTION said its data may have changed: the rescan thread
+				   * invalidates the kernel's pages of it (rescan.c) */
 };
 
 struct gw {
 	struct iscsi_session *s;
 	struct buf_pool *pool;
 	struct gw_lun *luns;
-	size_t nluns;
+	_Atomic size_t nluns;   /* slots in use: filled, then published (release); read with gw_nluns */
 	size_t max_io;          /* bytes per FUSE read/write */
 	bool ro;
 	bool iser;              /* the session runs over iSER (per-command size cap) */
@@ -60,7 +66,7 @@ struct gw {
 	struct timespec mtime;
 	const char *transport;  /* "tcp", "iser": for .stats */
 	struct gw_link *links;  /* by-id/ symlinks (byid.c): GW_MAX_LINKS slots allocated at mount */
-	size_t nlinks;          /* slots in use: filled, then published (__atomic, release), never freed */
+	_Atomic size_t nlinks;  /* slots in use: filled, then published (release), never freed */
 	/* target events (rescan.c): slots luns[0..GW_MAX_LUNS) exist, nluns are in use */
 	struct fuse_session *se;      /* for kernel cache invalidation */
 	struct blk_retry *retry;      /* delayed SCSI retries, UNIT ATTENTION hook */
@@ -93,8 +99,9 @@ void gw_files_free_all(struct gw *g);
 
 /*
  * Make everything written to l durable: write back its dirty cache
- * blocks, then SYNCHRONIZE CACHE (SBC-3 §5.22).  cb is called once.
- * Returns 0 or a negative errno (fs.c).
+ * blocks, then SYNCHRONIZE CACHE (SBC-3 §5.22).  cb is called once, with
+ * 0 or a negative errno.  Returns 0 or a negative errno (-ENOMEM), then cb
+ * is not called (route.c).
  */
 int gw_lun_sync(struct gw_lun *l, blk_done_fn cb, void *arg);
 
@@ -109,13 +116,30 @@ struct gw_rescan_stats {
 
 /*
  * Give a newly filled slot its attributes: the mounting user's, mode 0666
- * less -o umask, times now (fs.c).  Called by gw_lun_add before the slot
+ * less -o umask, times now (fs_attr.c).  Called by gw_lun_add before the slot
  * is published.
  */
 void gw_lun_attr_init(const struct gw *g, struct gw_lun *l);
 
-/* The number of LUN slots in use (slots are never freed; a removed LUN's slot has gone set). */
-size_t gw_nluns(const struct gw *g);
+/*
+ * The number of LUN slots in use (slots are never freed; a removed LUN's
+ * slot has gone set).  Acquire: the slots below it are filled.  Any thread.
+ */
+static inline size_t gw_nluns(const struct gw *g) { return atomic_load_explicit(&g->nluns, memory_order_acquire); }
+
+/*
+ * Whether the target no longer reports l (rescan.c): its name is gone, its
+ * open files get ENODEV.  Acquire, pairing with the rescan thread's
+ * release store.  Any thread.
+ */
+static inline bool gw_lun_gone(const struct gw_lun *l) { return atomic_load_explicit(&l->gone, memory_order_acquire); }
+
+/*
+ * Whether l refuses writes (-o ro, or the WP bit of MODE SENSE, SBC-3
+ * §6.5.1; the rescan thread turns it on and off while requests run).
+ * Relaxed: it guards nothing else.  Any thread.
+ */
+static inline bool gw_lun_ro(const struct gw_lun *l) { return atomic_load_explicit(&l->ro, memory_order_relaxed); }
 
 /*
  * Make info's LUN a file: a new slot (ino 2 + slot), or the gone slot of

@@ -40,8 +40,6 @@ struct gw_rescan {
 	atomic_uint_fast64_t rescans, prompted, capacity_changes, luns_added, luns_removed;
 };
 
-size_t gw_nluns(const struct gw *g) { return __atomic_load_n(&g->nluns, __ATOMIC_ACQUIRE); }
-
 static bool is_gone(const struct gw_lun *l) { return __atomic_load_n(&l->gone, __ATOMIC_ACQUIRE); }
 
 /*
