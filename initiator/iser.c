@@ -51,18 +51,60 @@
 
 /* ---- full feature phase ---- */
 
-static void *event_thread(void *arg)
+/* The PDUs that arrived with the last login response, to the session.  0 or -errno. */
+static int ev_deliver_pending(struct iser_conn *c)
 {
-	struct iser_conn *c = arg;
 	int err = 0;
-	int64_t next_tick = iscsi_now_ms() + ISCSI_TICK_MS;
-	/* PDUs that arrived with the last login response */
 	for (unsigned i = 0; i < c->npend && !err; i++) {
 		err = iser_rx_deliver(c, c->pend_idx[i], c->pend_len[i]);
 		if (!err)
 			err = iser_post_rx(c, &c->pend_idx[i], 1);
 	}
 	c->npend = 0;
+	return err;
+}
+
+/*
+ * Nothing pending: arm the CQ, look once more (a completion may have
+ * raced the arm), then sleep until a completion, a kick, a CM event or
+ * next_tick (CLOCK_MONOTONIC ms).  0 (look again) or -errno.
+ */
+static int ev_sleep(struct iser_conn *c, int64_t next_tick)
+{
+	if (ibv_req_notify_cq(c->cq, 0))
+		return -EIO;
+	int n = iser_poll_batch(c, true);
+	if (n != 0)
+		return n < 0 ? n : 0;
+	struct pollfd p[3] = {
+		{.fd = c->cch->fd, .events = POLLIN},
+		{.fd = c->ev.fd, .events = POLLIN},
+		{.fd = c->ech->fd, .events = POLLIN},
+	};
+	int64_t wait = next_tick - iscsi_now_ms();
+	int r = poll(p, 3, wait < 0 ? 0 : (int)wait);
+	if (r < 0)
+		return errno == EINTR ? 0 : -errno;
+	if (p[0].revents & POLLIN) {
+		struct ibv_cq *cq;
+		void *cctx;
+		if (ibv_get_cq_event(c->cch, &cq, &cctx) == 0)
+			ibv_ack_cq_events(cq, 1);
+	}
+	int err;
+	if ((p[1].revents & POLLIN) && (err = iscsi_evthread_drain(&c->ev)))
+		return err;
+	if ((p[2].revents & POLLIN) && (err = iser_cm_poll(c)))
+		return err;
+	return 0;
+}
+
+/* The event thread (full feature phase): ticks, sends, completions, kicks and CM events until stop or an error. */
+static void *event_thread(void *arg)
+{
+	struct iser_conn *c = arg;
+	int64_t next_tick = iscsi_now_ms() + ISCSI_TICK_MS;
+	int err = ev_deliver_pending(c);
 	while (!err && !atomic_load(&c->ev.stop)) {
 		int64_t now = iscsi_now_ms();
 		if (now >= next_tick) {
@@ -74,47 +116,10 @@ static void *event_thread(void *arg)
 		if ((err = iser_tx_flush(c)))
 			break;
 		int n = iser_poll_batch(c, true);
-		if (n < 0) {
+		if (n < 0)
 			err = n;
-			break;
-		}
-		if (n > 0)
-			continue;
-		/* Nothing pending: arm, look once more (a completion may have raced the arm), then sleep. */
-		if (ibv_req_notify_cq(c->cq, 0)) {
-			err = -EIO;
-			break;
-		}
-		if ((n = iser_poll_batch(c, true)) != 0) {
-			if (n < 0) {
-				err = n;
-				break;
-			}
-			continue;
-		}
-		struct pollfd p[3] = {
-			{.fd = c->cch->fd, .events = POLLIN},
-			{.fd = c->ev.fd, .events = POLLIN},
-			{.fd = c->ech->fd, .events = POLLIN},
-		};
-		int64_t wait = next_tick - iscsi_now_ms();
-		int r = poll(p, 3, wait < 0 ? 0 : (int)wait);
-		if (r < 0) {
-			if (errno == EINTR)
-				continue;
-			err = -errno;
-			break;
-		}
-		if (p[0].revents & POLLIN) {
-			struct ibv_cq *cq;
-			void *cctx;
-			if (ibv_get_cq_event(c->cch, &cq, &cctx) == 0)
-				ibv_ack_cq_events(cq, 1);
-		}
-		if ((p[1].revents & POLLIN) && (err = iscsi_evthread_drain(&c->ev)))
-			break;
-		if ((p[2].revents & POLLIN) && (err = iser_cm_poll(c)))
-			break;
+		else if (n == 0)
+			err = ev_sleep(c, next_tick);
 	}
 	if (err && !atomic_load(&c->ev.stop))
 		log_debug("%s: iSER connection error: %s", c->peer, strerror(-err));

@@ -81,6 +81,75 @@ static bool in_region(const struct iser_conn *c, const void *p, size_t len)
 }
 
 /*
+ * The Read or Write STag and Base Offset of s's transfer in the iSER
+ * header hdr (RFC 7145 §9.2): the pool's rkey and the buffer's address,
+ * or a bounce slot (WRITE data copied in) for a buffer outside the pool.
+ * Nothing for a command without data.  0 or -ENOBUFS.
+ */
+static int build_stag(struct iser_conn *c, uint8_t *hdr, const struct iscsi_tx_slot *s, uint32_t itt)
+{
+	uint64_t va;
+	uint32_t stag;
+	if (!(s->xfer_dir && s->xfer_len))
+		return 0;
+	if (in_region(c, s->xfer_buf, s->xfer_len)) {
+		va = (uintptr_t)s->xfer_buf;
+		stag = c->ctx->mr->rkey;
+	} else {
+		/* a buffer outside the pool (probing commands): through a bounce slot */
+		struct bounce *b = bounce_get(c, itt);
+		if (!b || s->xfer_len > BOUNCE_SIZE) {
+			log_err("iSER: no bounce buffer for a %u-byte command outside the pool", s->xfer_len);
+			return -ENOBUFS;
+		}
+		*b = (struct bounce){true, itt, s->xfer_dir, s->xfer_buf, s->xfer_len};
+		uint8_t *bb = c->bmem + (size_t)(b - c->bounce) * BOUNCE_SIZE;
+		if (s->xfer_dir == 2)
+			memcpy(bb, s->xfer_buf, s->xfer_len);
+		va = (uintptr_t)bb;
+		stag = c->mem_mr->rkey;
+	}
+	if (s->xfer_dir == 1) {
+		hdr[0] |= ISER_RSV;
+		put_be32(hdr + 16, stag);
+		put_be64(hdr + 20, va);
+	} else if (s->xfer_unsol < s->xfer_len) {
+		/* the target RDMA-reads what was not sent unsolicited, from the base offset on */
+		hdr[0] |= ISER_WSV;
+		put_be32(hdr + 4, stag);
+		put_be64(hdr + 8, va + s->xfer_unsol);
+	}
+	return 0;
+}
+
+/*
+ * The SGE of s's data segment: from the registered region (no copy), from
+ * the command's bounce slot, or copied into `copy` (the ring entry's
+ * ISER_SEND_COPY bytes).  0 or -EMSGSIZE.
+ */
+static int build_data_sge(struct iser_conn *c, uint8_t *copy, const struct iscsi_tx_slot *s, uint32_t itt,
+			  struct ibv_sge *sge)
+{
+	uint32_t len = s->dlen; /* iSER sends no padding: the SEND length delimits the PDU */
+	uint32_t lkey = c->mem_mr->lkey;
+	struct bounce *b;
+	if (in_region(c, s->data, len)) {
+		*sge = (struct ibv_sge){(uintptr_t)s->data, len, c->ctx->mr->lkey};
+	} else if ((b = bounce_find(c, itt)) && (const uint8_t *)s->data >= (const uint8_t *)b->user &&
+		   (size_t)((const uint8_t *)s->data - (const uint8_t *)b->user) + len <= b->len) {
+		size_t off = (size_t)((const uint8_t *)s->data - (const uint8_t *)b->user);
+		*sge = (struct ibv_sge){(uintptr_t)(c->bmem + (size_t)(b - c->bounce) * BOUNCE_SIZE + off), len, lkey};
+	} else if (len <= ISER_SEND_COPY) {
+		memcpy(copy, s->data, len);
+		*sge = (struct ibv_sge){(uintptr_t)copy, len, lkey};
+	} else {
+		log_err("iSER: a %u-byte data segment outside the pool", len);
+		return -EMSGSIZE;
+	}
+	return 0;
+}
+
+/*
  * Build the WR of one PDU in ring entry e: iSER header + BHS in the
  * entry's header area, the data segment from the registered region (no
  * copy), from a bounce slot, or copied into the entry.  0 or -errno.
@@ -91,59 +160,17 @@ static int build_send(struct iser_conn *c, uint64_t e, const struct iscsi_tx_slo
 	uint8_t *hdr = c->txmem + (size_t)(e % c->ntx) * TX_STRIDE;
 	uint8_t *copy = hdr + 128;
 	uint32_t itt = iscsi_wire_itt(s->bhs);
-	uint32_t lkey = c->mem_mr->lkey;
 	memset(hdr, 0, ISER_HDR_LEN);
 	hdr[0] = ISER_CTRL;
-	if (s->xfer_dir && s->xfer_len) {
-		uint64_t va;
-		uint32_t stag;
-		if (in_region(c, s->xfer_buf, s->xfer_len)) {
-			va = (uintptr_t)s->xfer_buf;
-			stag = c->ctx->mr->rkey;
-		} else {
-			/* a buffer outside the pool (probing commands): through a bounce slot */
-			struct bounce *b = bounce_get(c, itt);
-			if (!b || s->xfer_len > BOUNCE_SIZE) {
-				log_err("iSER: no bounce buffer for a %u-byte command outside the pool", s->xfer_len);
-				return -ENOBUFS;
-			}
-			*b = (struct bounce){true, itt, s->xfer_dir, s->xfer_buf, s->xfer_len};
-			uint8_t *bb = c->bmem + (size_t)(b - c->bounce) * BOUNCE_SIZE;
-			if (s->xfer_dir == 2)
-				memcpy(bb, s->xfer_buf, s->xfer_len);
-			va = (uintptr_t)bb;
-			stag = c->mem_mr->rkey;
-		}
-		if (s->xfer_dir == 1) {
-			hdr[0] |= ISER_RSV;
-			put_be32(hdr + 16, stag);
-			put_be64(hdr + 20, va);
-		} else if (s->xfer_unsol < s->xfer_len) {
-			/* the target RDMA-reads what was not sent unsolicited, from the base offset on */
-			hdr[0] |= ISER_WSV;
-			put_be32(hdr + 4, stag);
-			put_be64(hdr + 8, va + s->xfer_unsol);
-		}
-	}
+	int rc = build_stag(c, hdr, s, itt);
+	if (rc)
+		return rc;
 	memcpy(hdr + ISER_HDR_LEN, s->bhs, ISCSI_BHS_LEN);
-	sge[0] = (struct ibv_sge){(uintptr_t)hdr, MSG_HDR, lkey};
+	sge[0] = (struct ibv_sge){(uintptr_t)hdr, MSG_HDR, c->mem_mr->lkey};
 	int nsge = 1;
 	if (s->dlen) {
-		uint32_t len = s->dlen; /* iSER sends no padding: the SEND length delimits the PDU */
-		struct bounce *b;
-		if (in_region(c, s->data, len)) {
-			sge[1] = (struct ibv_sge){(uintptr_t)s->data, len, c->ctx->mr->lkey};
-		} else if ((b = bounce_find(c, itt)) && (const uint8_t *)s->data >= (const uint8_t *)b->user &&
-			   (size_t)((const uint8_t *)s->data - (const uint8_t *)b->user) + len <= b->len) {
-			size_t off = (size_t)((const uint8_t *)s->data - (const uint8_t *)b->user);
-			sge[1] = (struct ibv_sge){(uintptr_t)(c->bmem + (size_t)(b - c->bounce) * BOUNCE_SIZE + off), len, lkey};
-		} else if (len <= ISER_SEND_COPY) {
-			memcpy(copy, s->data, len);
-			sge[1] = (struct ibv_sge){(uintptr_t)copy, len, lkey};
-		} else {
-			log_err("iSER: a %u-byte data segment outside the pool", len);
-			return -EMSGSIZE;
-		}
+		if ((rc = build_data_sge(c, copy, s, itt, &sge[1])))
+			return rc;
 		nsge = 2;
 	}
 	*wr = (struct ibv_send_wr){.wr_id = WR_SEND_TAG | e, .sg_list = sge, .num_sge = nsge, .opcode = IBV_WR_SEND};
