@@ -3,7 +3,7 @@
  * iSER per-mount context (iser.h): the RDMA device the portal's route
  * leads to, one protection domain on it and the payload region's one
  * memory registration, made at the first connect and kept across
- * reconnects.  No registration happens on the data path (RFC 7145 §5.1:
+ * reconnects.  No registration happens on the data path (RFC 7145 §9.2:
  * every command's STag is this registration's rkey).
  */
 #include "iser_priv.h"

@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * iSER data path (RFC 7145 §9): SEND and RECV posting, the 28-byte iSER
+ * iSER data path (RFC 7145 §9.2): SEND and RECV posting, the 28-byte iSER
  * header with its Read/Write STag and Base Offset, bounce slots for
  * buffers outside the registered pool, and completion polling.  Every
  * function here runs on the thread that owns the connection at the time

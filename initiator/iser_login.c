@@ -1,9 +1,10 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * iSER login phase (RFC 7145 §7.1: login PDUs travel as SENDs before the
- * full feature phase): the blocking send_pdu/recv_pdu of transport.h, on
- * the thread that logs in, before the event thread exists.  They poll the
- * CQ and, when it is empty, arm it and sleep on its completion channel.
+ * iSER login phase (RFC 7143 §6; over iSER every login PDU is one SEND
+ * behind its iSER header, RFC 7145 §9.2): the blocking send_pdu/recv_pdu
+ * of transport.h, on the thread that logs in, before the event thread
+ * exists.  They poll the CQ and, when it is empty, arm it and sleep on its
+ * completion channel.
  */
 #include "iser_priv.h"
 

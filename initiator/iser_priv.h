@@ -131,7 +131,7 @@ struct iser_conn {
  * calls ctx->registered once for the registration.  Takes ctx->lock.
  * Returns 0, -ENODEV (the route now leads to another device), or the
  * negative errno of ibv_alloc_pd/ibv_reg_mr (-ENOMEM when none is set),
- * with a reason in err (err_cap bytes).  RFC 7145 §5.1 (the STag is the
+ * with a reason in err (err_cap bytes).  RFC 7145 §9.2 (the STag is the
  * rkey of that registration).
  */
 int iser_ctx_attach(struct iser_ctx *x, struct ibv_context *verbs, char *err, size_t err_cap);
@@ -188,7 +188,7 @@ int iser_tx_flush(struct iser_conn *c);
  * Full feature phase: hand the PDU in receive buffer idx (len bytes as
  * received) to the session; a SCSI Response releases its command's bounce
  * slot (copying READ data back).  Returns hooks->rx_pdu's result, or
- * -EPROTO for a malformed message or a Data-In / R2T PDU (RFC 7145 §9.3:
+ * -EPROTO for a malformed message or a Data-In / R2T PDU (over iSER
  * data moves by RDMA).
  */
 int iser_rx_deliver(struct iser_conn *c, unsigned idx, uint32_t len);
@@ -213,11 +213,23 @@ int iser_poll_batch(struct iser_conn *c, bool deliver);
 
 /* ---- iser_login.c ---- */
 
-/* transport.h send_pdu (login phase): one SEND, waited for until it completes.  0 or -errno (-ETIMEDOUT). */
+/*
+ * transport.h send_pdu, login phase (RFC 7143 §6): the BHS and dlen bytes
+ * of data (copied, at most ISER_SEND_COPY) as one SEND, waited for until it
+ * completes; timeout_ms (ms) bounds the wait for a free send entry and the
+ * completion.  Returns 0, -EMSGSIZE, -ETIMEDOUT, -EIO (failed completion
+ * or arming) or -ECANCELED (the thread's cancel token, cancel.h).
+ */
 int iser_login_send_pdu(struct iscsi_transport *t, const uint8_t *bhs, const void *data, uint32_t dlen,
 			int timeout_ms);
 
-/* transport.h recv_pdu (login phase): the next received PDU, its buffer reposted.  0 or -errno (-ETIMEDOUT). */
+/*
+ * transport.h recv_pdu, login phase (RFC 7143 §6): the next received PDU,
+ * its BHS copied to bhs and its data segment (at most cap bytes) to data,
+ * *dlen its length in bytes; the receive buffer is reposted.  timeout_ms
+ * (ms) bounds the wait.  Returns 0, -EPROTO (malformed, or more than cap
+ * bytes of data), -ETIMEDOUT, -EIO, -ECANCELED, or ibv_post_recv's error.
+ */
 int iser_login_recv_pdu(struct iscsi_transport *t, uint8_t *bhs, void *data, uint32_t cap, uint32_t *dlen,
 			int timeout_ms);
 
