@@ -937,6 +937,39 @@ Test(pdu_misc, opcode_names)
 	cr_expect_str_eq(iscsi_opcode_name(0xff), "unknown");
 }
 
+/* Every opcode's log name, exactly (the names come from the opcode table). */
+Test(pdu_misc, opcode_names_exact)
+{
+	static const struct { uint8_t op; const char *name; } want[] = {
+		{ ISCSI_OP_NOP_OUT, "NOP-Out" },
+		{ ISCSI_OP_SCSI_CMD, "SCSI-Cmd" },
+		{ ISCSI_OP_TASK_MGMT_REQ, "Task-Mgmt-Req" },
+		{ ISCSI_OP_LOGIN_REQ, "Login-Req" },
+		{ ISCSI_OP_TEXT_REQ, "Text-Req" },
+		{ ISCSI_OP_DATA_OUT, "Data-Out" },
+		{ ISCSI_OP_LOGOUT_REQ, "Logout-Req" },
+		{ ISCSI_OP_SNACK_REQ, "SNACK-Req" },
+		{ ISCSI_OP_NOP_IN, "NOP-In" },
+		{ ISCSI_OP_SCSI_RSP, "SCSI-Rsp" },
+		{ ISCSI_OP_TASK_MGMT_RSP, "Task-Mgmt-Rsp" },
+		{ ISCSI_OP_LOGIN_RSP, "Login-Rsp" },
+		{ ISCSI_OP_TEXT_RSP, "Text-Rsp" },
+		{ ISCSI_OP_DATA_IN, "Data-In" },
+		{ ISCSI_OP_LOGOUT_RSP, "Logout-Rsp" },
+		{ ISCSI_OP_R2T, "R2T" },
+		{ ISCSI_OP_ASYNC_MSG, "Async-Msg" },
+		{ ISCSI_OP_REJECT, "Reject" },
+	};
+
+	cr_assert_eq(sizeof(want) / sizeof(want[0]), N_OPCODES);
+	for (size_t i = 0; i < sizeof(want) / sizeof(want[0]); i++)
+		cr_expect_str_eq(iscsi_opcode_name(want[i].op), want[i].name, "opcode 0x%02x", want[i].op);
+	/* every other value of the byte is unknown, the I-bit forms included */
+	for (unsigned op = 0; op < 0x100; op++)
+		if (!is_known(op))
+			cr_expect_str_eq(iscsi_opcode_name((uint8_t)op), "unknown", "opcode 0x%02x", op);
+}
+
 Test(pdu_misc, pad_len)
 {
 	cr_expect_eq(iscsi_pad_len(0), 0);
