@@ -33,6 +33,7 @@
 #include "startup.h"
 #include "credentials.h"
 #include "gateway.h"
+#include "lun_select.h"
 #include "transport_pick.h"
 #include "../initiator/iser.h"
 
@@ -40,7 +41,6 @@
 #define ISERFUSE_VERSION "0.1.0"
 #endif
 
-#define BLOCK_SIZE_MAX 4096u
 #define CACHE_BLOCK_MAX (64u * 1024u)
 
 struct options {
@@ -347,6 +347,65 @@ static int set_digests(struct iscsi_neg_config *neg, const struct iscsi_url *url
 	return 0;
 }
 
+/* The start-up's LUN selection: probes on the session, reasons logged (or, for the URL's one LUN, fatal). */
+struct open_luns_ctx {
+	struct gw *g;
+	const struct iscsi_url *url;
+	void *scratch;
+	char *err;
+	size_t err_cap;
+};
+
+static int open_luns_probe(void *arg, uint16_t lun, struct iscsi_lun_info *out)
+{
+	struct open_luns_ctx *c = arg;
+	return iscsi_lun_probe(c->g->s, lun, c->scratch, buf_pool_slice_size(c->g->pool), out);
+}
+
+static int open_luns_skipped(void *arg, uint16_t lun, const struct iscsi_lun_info *info, enum gw_lun_verdict v,
+			     int probe_err)
+{
+	struct open_luns_ctx *c = arg;
+	bool fatal = c->url->lun >= 0;
+	switch (v) {
+	case GW_LUN_PROBE_FAILED:
+		if (fatal) {
+			snprintf(c->err, c->err_cap, "LUN %u: %s", lun, strerror(-probe_err));
+			return probe_err;
+		}
+		log_warn("LUN %u: probe failed (%s), skipped", lun, strerror(-probe_err));
+		return 0;
+	case GW_LUN_NO_SUCH_LUN:
+	case GW_LUN_NOT_DISK:
+		if (fatal && v == GW_LUN_NO_SUCH_LUN)
+			snprintf(c->err, c->err_cap, "LUN %u does not exist on %s", lun, c->url->target);
+		else if (fatal)
+			snprintf(c->err, c->err_cap, "LUN %u is not a disk (peripheral device type 0x%02x)", lun,
+				 info->inq.device_type);
+		else
+			log_info("LUN %u: peripheral device type 0x%02x, not a disk: skipped", lun, info->inq.device_type);
+		break;
+	case GW_LUN_BLOCK_SIZE:
+		log_warn("LUN %u: %u-byte blocks are not supported, skipped", lun, info->cap.block_size);
+		if (fatal)
+			snprintf(c->err, c->err_cap, "LUN %u: %u-byte blocks are not supported", lun, info->cap.block_size);
+		break;
+	case GW_LUN_ZERO_SIZE:
+	case GW_LUN_TOO_LARGE:
+		/* The size in bytes would not fit off_t (or would wrap). */
+		snprintf(c->err, c->err_cap, "LUN %u: capacity of %llu blocks of %u bytes is too large", lun,
+			 (unsigned long long)info->cap.nblocks, info->cap.block_size);
+		if (!fatal) {
+			log_warn("%s, skipped", c->err);
+			c->err[0] = '\0';
+		}
+		break;
+	case GW_LUN_OK:
+		break;
+	}
+	return fatal ? gw_lun_verdict_errno(v) : 0;
+}
+
 static int open_luns(struct gw *g, const struct iscsi_url *url, char *err, size_t err_cap)
 {
 	uint16_t luns[GW_MAX_LUNS];
@@ -366,63 +425,12 @@ static int open_luns(struct gw *g, const struct iscsi_url *url, char *err, size_
 		snprintf(err, err_cap, "REPORT LUNS failed: %s", strerror(-rc));
 		goto out;
 	}
-	size_t ndisk = 0;
-	for (size_t i = 0; i < nluns; i++) {
-		bool dup = false;
-		for (size_t j = 0; j < i; j++)
-			dup = dup || luns[j] == luns[i];
-		if (dup)
-			continue; /* one file per LUN, however often the target lists it */
-		struct iscsi_lun_info *info = &infos[ndisk];
-		rc = iscsi_lun_probe(g->s, luns[i], scratch, buf_pool_slice_size(g->pool), info);
-		if (rc) {
-			if (url->lun >= 0) {
-				snprintf(err, err_cap, "LUN %u: %s", luns[i], strerror(-rc));
-				goto out;
-			}
-			log_warn("LUN %u: probe failed (%s), skipped", luns[i], strerror(-rc));
-			rc = 0;
-			continue;
-		}
-		if (info->inq.qualifier != 0 || info->inq.device_type != 0) {
-			if (url->lun >= 0 && (info->inq.qualifier == 3 || info->inq.device_type == 0x1f)) {
-				snprintf(err, err_cap, "LUN %u does not exist on %s", luns[i], url->target);
-				rc = -ENXIO;
-				goto out;
-			}
-			if (url->lun >= 0) {
-				snprintf(err, err_cap, "LUN %u is not a disk (peripheral device type 0x%02x)", luns[i],
-					 info->inq.device_type);
-				rc = -ENODEV;
-				goto out;
-			}
-			log_info("LUN %u: peripheral device type 0x%02x, not a disk: skipped", luns[i],
-				 info->inq.device_type);
-			continue;
-		}
-		if (info->cap.block_size > BLOCK_SIZE_MAX) {
-			log_warn("LUN %u: %u-byte blocks are not supported, skipped", luns[i], info->cap.block_size);
-			if (url->lun >= 0) {
-				snprintf(err, err_cap, "LUN %u: %u-byte blocks are not supported", luns[i],
-					 info->cap.block_size);
-				rc = -ENOTSUP;
-				goto out;
-			}
-			continue;
-		}
-		if (info->cap.nblocks > (uint64_t)INT64_MAX / info->cap.block_size) {
-			/* The size in bytes would not fit off_t (or would wrap). */
-			snprintf(err, err_cap, "LUN %u: capacity of %llu blocks of %u bytes is too large", luns[i],
-				 (unsigned long long)info->cap.nblocks, info->cap.block_size);
-			if (url->lun >= 0) {
-				rc = -EOVERFLOW;
-				goto out;
-			}
-			log_warn("%s, skipped", err);
-			err[0] = '\0';
-			continue;
-		}
-		ndisk++;
+	struct open_luns_ctx ctx = {g, url, scratch, err, err_cap};
+	struct gw_lun_select_ops ops = {open_luns_probe, open_luns_skipped, &ctx};
+	ssize_t ndisk = gw_lun_select(luns, nluns, &ops, infos, GW_MAX_LUNS);
+	if (ndisk < 0) {
+		rc = (int)ndisk;
+		goto out;
 	}
 	if (ndisk == 0) {
 		snprintf(err, err_cap, "target %s has no disk LUN", url->target);
@@ -435,7 +443,7 @@ static int open_luns(struct gw *g, const struct iscsi_url *url, char *err, size_
 		rc = -ENOMEM;
 		goto out;
 	}
-	for (size_t i = 0; i < ndisk; i++) {
+	for (ssize_t i = 0; i < ndisk; i++) {
 		struct gw_lun *l = gw_lun_add(g, &infos[i]);
 		if (!l) {
 			rc = -ENOMEM;
@@ -920,11 +928,11 @@ int main(int argc, char **argv)
 	size_t cache_block = CACHE_BLOCK_MAX; /* a power of two, at most one request */
 	while (cache_block > max_io)
 		cache_block /= 2;
-	size_t cache_per_slice = (max_io + 4 * BLOCK_SIZE_MAX) / cache_block;
+	size_t cache_per_slice = (max_io + 4 * GW_BLOCK_SIZE_MAX) / cache_block;
 	unsigned cache_slices =
 		(unsigned)((cache_bytes + (unsigned long long)cache_per_slice * cache_block - 1) /
 			   ((unsigned long long)cache_per_slice * cache_block));
-	size_t slice_bytes = max_io + 4 * BLOCK_SIZE_MAX;
+	size_t slice_bytes = max_io + 4 * GW_BLOCK_SIZE_MAX;
 	int prc = buf_pool_create(&g.pool, slice_bytes, slices + cache_slices);
 	if (prc) {
 		fprintf(stderr, "iserfuse: cannot allocate the buffer pool of %llu MiB (%u payload slices for queue_depth "

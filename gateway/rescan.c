@@ -26,8 +26,7 @@
 #include "../cache/bcache_blk.h"
 #include "../initiator/log.h"
 #include "gateway.h"
-
-#define BLOCK_SIZE_MAX 4096u
+#include "lun_select.h"
 
 struct gw_rescan {
 	struct gw *g;
@@ -232,35 +231,57 @@ static void mark_gone(struct gw_rescan *r, struct gw_lun *l, const char *why)
 	notify_inode(r->g, l->ino);
 }
 
-/* A LUN that can be a file: a disk with a supported block size whose byte size fits off_t. */
-static bool usable(const struct iscsi_lun_info *info)
+/* The rescan's LUN selection: probes on the session; a failed probe is logged, the other reasons are not. */
+struct add_ctx {
+	struct gw *g;
+	void *buf;
+	size_t buflen;
+};
+
+static int add_probe(void *arg, uint16_t lun, struct iscsi_lun_info *out)
 {
-	return info->inq.qualifier == 0 && info->inq.device_type == 0 && info->cap.block_size <= BLOCK_SIZE_MAX &&
-	       info->cap.nblocks <= (uint64_t)INT64_MAX / info->cap.block_size;
+	struct add_ctx *c = arg;
+	return iscsi_lun_probe(c->g->s, lun, c->buf, c->buflen, out);
 }
 
-static void add_lun(struct gw_rescan *r, uint16_t lun, void *buf, size_t buflen)
+static int add_skipped(void *arg, uint16_t lun, const struct iscsi_lun_info *info, enum gw_lun_verdict v, int probe_err)
+{
+	(void)arg;
+	(void)info;
+	if (v == GW_LUN_PROBE_FAILED)
+		log_warn("LUN %u: probe failed (%s)", lun, strerror(-probe_err));
+	return 0;
+}
+
+/* Files for those of luns[0..n) that gw_lun_select keeps (new LUNs, or LUNs back). */
+static void add_luns(struct gw_rescan *r, const uint16_t *luns, size_t n, void *buf, size_t buflen)
 {
 	struct gw *g = r->g;
-	struct iscsi_lun_info info;
-	int rc = iscsi_lun_probe(g->s, lun, buf, buflen, &info);
-	if (rc) {
-		log_warn("LUN %u: probe failed (%s)", lun, strerror(-rc));
+	if (n == 0)
+		return;
+	struct iscsi_lun_info *infos = calloc(n, sizeof(*infos));
+	if (!infos) {
+		log_warn("rescan: out of memory for %zu new LUNs", n);
 		return;
 	}
-	if (!usable(&info))
-		return;
-	struct gw_lun *l = gw_lun_add(g, &info);
-	if (!l) {
-		log_warn("LUN %u: no room for another LUN file", lun);
-		return;
+	struct add_ctx ctx = {g, buf, buflen};
+	struct gw_lun_select_ops ops = {add_probe, add_skipped, &ctx};
+	ssize_t kept = gw_lun_select(luns, n, &ops, infos, n);
+	for (ssize_t i = 0; i < kept; i++) {
+		const struct iscsi_lun_info *info = &infos[i];
+		struct gw_lun *l = gw_lun_add(g, info);
+		if (!l) {
+			log_warn("LUN %u: no room for another LUN file", info->lun);
+			continue;
+		}
+		gw_byid_add_lun(g, l); /* its by-id/ links, new or back */
+		atomic_fetch_add(&r->luns_added, 1);
+		log_warn("%s: new LUN: %s %s, %llu blocks of %u bytes", l->name, info->inq.vendor, info->inq.product,
+			 (unsigned long long)info->cap.nblocks, info->cap.block_size);
+		notify_entry(g, l->name);
+		notify_inode(g, FUSE_ROOT_ID);
 	}
-	gw_byid_add_lun(g, l); /* its by-id/ links, new or back */
-	atomic_fetch_add(&r->luns_added, 1);
-	log_warn("%s: new LUN: %s %s, %llu blocks of %u bytes", l->name, info.inq.vendor, info.inq.product,
-		 (unsigned long long)info.cap.nblocks, info.cap.block_size);
-	notify_entry(g, l->name);
-	notify_inode(g, FUSE_ROOT_ID);
+	free(infos);
 }
 
 /* REPORT LUNS: files for new disk LUNs, gone for those no longer listed. */
@@ -293,33 +314,25 @@ static void luns_round(struct gw_rescan *r, void *buf, size_t buflen)
 		if (!listed && !is_gone(l))
 			mark_gone(r, l, "no longer reported by the target");
 	}
+	uint16_t fresh[GW_MAX_LUNS];
+	size_t nfresh = 0;
 	for (size_t j = 0; j < count; j++) {
-		bool have = false, dup = false;
-		for (size_t k = 0; k < j; k++)
-			dup = dup || luns[k] == luns[j];
+		bool have = false;
 		for (size_t i = 0; i < n && !have; i++)
 			have = !is_gone(&g->luns[i]) && g->luns[i].info.lun == luns[j];
-		if (!have && !dup)
-			add_lun(r, luns[j], buf, buflen);
+		if (!have)
+			fresh[nfresh++] = luns[j];
 	}
+	add_luns(r, fresh, nfresh, buf, buflen); /* gw_lun_select drops the repeats */
 }
 
-/* READ CAPACITY of one LUN; sets *cap.  Returns 0 or a negative errno. */
-static int read_capacity(struct gw_rescan *r, struct gw_lun *l, void *buf, struct scsi_capacity *cap)
+/* READ CAPACITY of one LUN, the (16) or (10) its probe settled on; sets *cap.  Returns 0 or a negative errno. */
+static int read_capacity(struct gw_rescan *r, struct gw_lun *l, void *buf, size_t buflen, struct scsi_capacity *cap)
 {
-	struct iscsi_cmd cmd = {.lun = l->info.lun_field, .buf = buf, .dir = ISCSI_DIR_READ};
-	struct iscsi_cmd_result res;
-	bool use16 = l->info.use16;
-	cmd.len = use16 ? 32 : 8;
-	cmd.cdb_len = (uint8_t)(use16 ? scsi_cdb_read_capacity16(cmd.cdb, 32) : scsi_cdb_read_capacity10(cmd.cdb));
 	struct own_ua_ctx o = {r, l->dev.lun_field};
-	int rc = iscsi_exec_retry_ua(r->g->s, &cmd, &res, own_ua, &o);
-	if (rc)
-		return rc;
-	rc = use16 ? scsi_parse_read_capacity16(buf, res.xfer_len, cap) : scsi_parse_read_capacity10(buf, res.xfer_len, cap);
-	if (rc == 0 && (cap->nblocks == 0 || cap->block_size == 0))
-		rc = -EPROTO;
-	return rc;
+	return iscsi_lun_read_capacity(r->g->s, l->info.lun_field,
+				       l->info.use16 ? ISCSI_READ_CAPACITY_16 : ISCSI_READ_CAPACITY_10, buf, buflen, cap,
+				       NULL, own_ua, &o);
 }
 
 /* The WP bit of MODE SENSE: the file turns read-only (EROFS) or writable with the LUN. */
@@ -344,13 +357,13 @@ static void capacity_round(struct gw_rescan *r, void *buf, size_t buflen)
 		struct gw_lun *l = &g->luns[i];
 		if (is_gone(l)) {
 			if (g->url_lun >= 0 && l->info.lun == (uint16_t)g->url_lun)
-				add_lun(r, l->info.lun, buf, buflen); /* the URL's LUN may be back */
+				add_luns(r, &l->info.lun, 1, buf, buflen); /* the URL's LUN may be back */
 			continue;
 		}
 		struct scsi_capacity cap;
-		int rc = read_capacity(r, l, buf, &cap);
+		int rc = read_capacity(r, l, buf, buflen, &cap);
 		if ((rc == -ENXIO || (rc == 0 && cap.block_size != l->dev.bs)) && pause_ms(r, CONFIRM_MS))
-			rc = read_capacity(r, l, buf, &cap); /* once more before the file goes */
+			rc = read_capacity(r, l, buf, buflen, &cap); /* once more before the file goes */
 		if (rc == -ENXIO) {
 			mark_gone(r, l, "the target no longer has this LUN");
 			continue;
