@@ -27,6 +27,7 @@
 
 #include "../cache/bcache_blk.h"
 #include "../initiator/log.h"
+#include "../initiator/thread.h"
 #include "../initiator/url.h"
 #include "config.h"
 #include "options.h"
@@ -36,10 +37,6 @@
 #include "lun_select.h"
 #include "transport_pick.h"
 #include "../initiator/iser.h"
-
-#ifndef ISERFUSE_VERSION
-#define ISERFUSE_VERSION "0.1.0"
-#endif
 
 #define CACHE_BLOCK_MAX (64u * 1024u)
 
@@ -504,7 +501,7 @@ static int sync_all(struct gw *g, int *res)
  * long: a second signal, at any point after the first, ends it at once
  * with exit status 2 (writes the target acknowledged may still be only in
  * its cache).  Only the main thread takes these signals: the threads we
- * start block them (block_stop_signals around their creation).
+ * start block them (initiator/thread.h around their creation).
  */
 static struct fuse_session *stop_session;
 /* Stopping: how long a lost connection may still be recovered before I/O fails (iscsi_session_stopping). */
@@ -533,17 +530,6 @@ static void install_stop_signals(struct fuse_session *se)
 	sigaction(SIGTERM, &sa, NULL);
 	sigaction(SIGINT, &sa, NULL);
 	sigaction(SIGHUP, &sa, NULL);
-}
-
-/* Block the stop signals in the calling thread; *old gets the mask to restore with pthread_sigmask(SIG_SETMASK). */
-static void block_stop_signals(sigset_t *old)
-{
-	sigset_t set;
-	sigemptyset(&set);
-	sigaddset(&set, SIGTERM);
-	sigaddset(&set, SIGINT);
-	sigaddset(&set, SIGHUP);
-	pthread_sigmask(SIG_BLOCK, &set, old);
 }
 
 /* ---- the block cache ---- */
@@ -945,9 +931,9 @@ int main(int argc, char **argv)
 	gw_creds_to_session(&creds, &sc);
 	sc.on_async_sense = async_sense;
 	sc.async_arg = &g;
-	block_stop_signals(&oldmask); /* the event thread inherits the mask: only main takes them */
+	thread_quiet_begin(&oldmask); /* the event thread inherits the mask: only main takes them */
 	int src = gw_session_open(tmode, &sc, g.pool, &iser, &g.s, err, sizeof(err));
-	pthread_sigmask(SIG_SETMASK, &oldmask, NULL);
+	thread_quiet_end(&oldmask);
 	g.iser = iser != NULL;
 	gw_creds_wipe_session(&sc);
 	if (src) {
@@ -956,9 +942,9 @@ int main(int argc, char **argv)
 		goto out;
 	}
 	g.retry_budget_ms = (uint32_t)(optv(&o, GW_OPT_CMD_TIMEOUT) > 0 ? optv(&o, GW_OPT_CMD_TIMEOUT) : 30) * 1000u;
-	block_stop_signals(&oldmask);
+	thread_quiet_begin(&oldmask);
 	int qrc = blk_retry_create(&g.retry);
-	pthread_sigmask(SIG_SETMASK, &oldmask, NULL);
+	thread_quiet_end(&oldmask);
 	if (qrc) {
 		fprintf(stderr, "iserfuse: cannot start the retry thread: %s\n", strerror(-qrc));
 		goto out_session;
@@ -989,9 +975,7 @@ int main(int argc, char **argv)
 	snprintf(watch.started, sizeof(watch.started), "%zu LUN(s) of %s mounted on %s%s%s", g.nluns, url.target,
 		 cmd.mountpoint, cmd.foreground ? "" : "; ", cmd.foreground ? "" : gw_logdest_name());
 	pthread_t watcher;
-	block_stop_signals(&oldmask);
-	int wrc = pthread_create(&watcher, NULL, live_watch_run, &watch);
-	pthread_sigmask(SIG_SETMASK, &oldmask, NULL);
+	int wrc = thread_start_quiet(&watcher, live_watch_run, &watch);
 	if (wrc) {
 		fprintf(stderr, "iserfuse: cannot start a thread: %s\n", strerror(wrc));
 		fuse_session_unmount(se);
@@ -1000,9 +984,7 @@ int main(int argc, char **argv)
 	pthread_detach(watcher);
 
 	unsigned rescan_s = (unsigned)optv(&o, GW_OPT_RESCAN_INTERVAL);
-	block_stop_signals(&oldmask);
-	int rsrc = gw_rescan_start(&g, rescan_s);
-	pthread_sigmask(SIG_SETMASK, &oldmask, NULL);
+	int rsrc = gw_rescan_start(&g, rescan_s); /* its thread starts with the stop signals blocked */
 	if (rsrc)
 		log_warn("cannot start the rescan thread (%s): sizes and LUNs stay as mounted", strerror(-rsrc));
 

@@ -25,6 +25,7 @@
 
 #include "../cache/bcache_blk.h"
 #include "../initiator/log.h"
+#include "../initiator/thread.h"
 #include "gateway.h"
 #include "lun_select.h"
 
@@ -454,7 +455,7 @@ int gw_rescan_start(struct gw *g, unsigned interval_s)
 	pthread_cond_init(&r->cv, &ca);
 	pthread_condattr_destroy(&ca);
 	pthread_mutex_init(&r->lock, NULL);
-	int rc = pthread_create(&r->thread, NULL, rescan_thread, r);
+	int rc = thread_start_quiet(&r->thread, rescan_thread, r); /* the stop signals are main's */
 	if (rc) {
 		pthread_cond_destroy(&r->cv);
 		pthread_mutex_destroy(&r->lock);
