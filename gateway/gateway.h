@@ -236,4 +236,19 @@ int gw_list(const char *url, const char *initiator_name, unsigned login_timeout_
 /* iserfuse --version (version.c): ours, libfuse's, libibverbs' at build and run time, to f. */
 void gw_print_version(FILE *f);
 
+/*
+ * The LUN fields the rescan thread changes while FUSE workers read them,
+ * read through these (acquire: a slot's data written before gone was
+ * cleared is seen; relaxed for ro, a hint re-checked by the target).
+ */
+static inline bool gw_lun_gone(const struct gw_lun *l)
+{
+	return atomic_load_explicit(&l->gone, memory_order_acquire);
+}
+
+static inline bool gw_lun_ro(const struct gw_lun *l)
+{
+	return atomic_load_explicit(&l->ro, memory_order_relaxed);
+}
+
 #endif

@@ -40,9 +40,7 @@ struct gw_rescan {
 	atomic_uint_fast64_t rescans, prompted, capacity_changes, luns_added, luns_removed;
 };
 
-size_t gw_nluns(const struct gw *g) { return __atomic_load_n(&g->nluns, __ATOMIC_ACQUIRE); }
-
-static bool is_gone(const struct gw_lun *l) { return __atomic_load_n(&l->gone, __ATOMIC_ACQUIRE); }
+size_t gw_nluns(const struct gw *g) { return atomic_load_explicit(&g->nluns, memory_order_acquire); }
 
 /*
  * Wait about ms on the rescan thread (less if stopping): a LUN that looks
@@ -69,13 +67,13 @@ struct gw_lun *gw_lun_add(struct gw *g, const struct iscsi_lun_info *info)
 	for (size_t i = 0; i < n; i++) {
 		struct gw_lun *l = &g->luns[i];
 		/* the same LUN back (same number, block size and identifier), not another disk under its number */
-		if (is_gone(l) && l->info.lun == info->lun && l->dev.bs == info->cap.block_size &&
+		if (gw_lun_gone(l) && l->info.lun == info->lun && l->dev.bs == info->cap.block_size &&
 		    !strcmp(l->info.devid, info->devid)) {
 			l->info = *info;
-			__atomic_store_n(&l->ro, g->ro || info->wp, __ATOMIC_RELAXED);
+			atomic_store_explicit(&l->ro, g->ro || info->wp, memory_order_relaxed);
 			blk_dev_set_capacity(&l->dev, info->cap.nblocks);
 			bcache_dev_invalidate(l->cdev, blk_dev_size(&l->dev)); /* nothing dirty left (mark_gone); the LUN may be new */
-			__atomic_store_n(&l->gone, false, __ATOMIC_RELEASE);
+			atomic_store_explicit(&l->gone, false, memory_order_release);
 			return l;
 		}
 	}
@@ -97,7 +95,7 @@ struct gw_lun *gw_lun_add(struct gw *g, const struct iscsi_lun_info *info)
 		if (bcache_dev_add(g->cache, &be, &l->cdev))
 			l->cdev = NULL; /* uncached, still usable */
 	}
-	__atomic_store_n(&g->nluns, n + 1, __ATOMIC_RELEASE);
+	atomic_store_explicit(&g->nluns, n + 1, memory_order_release);
 	return l;
 }
 
@@ -132,7 +130,7 @@ static unsigned drop_cached(struct gw *g, uint64_t lun_field, unsigned events)
 		if (!(events & SCSI_UA_LUNS) && l->dev.lun_field != lun_field)
 			continue;
 		bcache_dev_drop_clean(l->cdev);
-		__atomic_store_n(&l->pages_stale, true, __ATOMIC_RELEASE);
+		atomic_store_explicit(&l->pages_stale, true, memory_order_release);
 		dropped = true;
 	}
 	return dropped ? events | SCSI_UA_MEDIUM : events & ~(unsigned)SCSI_UA_MEDIUM;
@@ -225,7 +223,7 @@ static void mark_gone(struct gw_rescan *r, struct gw_lun *l, const char *why)
 		atomic_store(&l->dev.dirty, true); /* fsync and close report ENODEV: the data never reached the LUN */
 		log_err("%s: %llu bytes written to the cache are lost with the LUN", l->name, (unsigned long long)lost);
 	}
-	__atomic_store_n(&l->gone, true, __ATOMIC_RELEASE);
+	atomic_store_explicit(&l->gone, true, memory_order_release);
 	atomic_fetch_add(&r->luns_removed, 1);
 	log_warn("%s: %s; the file is removed", l->name, why);
 	notify_entry(r->g, l->name);
@@ -302,7 +300,7 @@ static void luns_round(struct gw_rescan *r, void *buf, size_t buflen)
 		bool listed = false;
 		for (size_t j = 0; j < count && !listed; j++)
 			listed = luns[j] == g->luns[i].info.lun;
-		missing = !listed && !is_gone(&g->luns[i]);
+		missing = !listed && !gw_lun_gone(&g->luns[i]);
 	}
 	/* a LUN missing: ask once more before its file goes */
 	if (missing && (!pause_ms(r, CONFIRM_MS) || iscsi_report_luns(g->s, buf, buflen, luns, GW_MAX_LUNS, &count)))
@@ -312,7 +310,7 @@ static void luns_round(struct gw_rescan *r, void *buf, size_t buflen)
 		bool listed = false;
 		for (size_t j = 0; j < count && !listed; j++)
 			listed = luns[j] == l->info.lun;
-		if (!listed && !is_gone(l))
+		if (!listed && !gw_lun_gone(l))
 			mark_gone(r, l, "no longer reported by the target");
 	}
 	uint16_t fresh[GW_MAX_LUNS];
@@ -320,7 +318,7 @@ static void luns_round(struct gw_rescan *r, void *buf, size_t buflen)
 	for (size_t j = 0; j < count; j++) {
 		bool have = false;
 		for (size_t i = 0; i < n && !have; i++)
-			have = !is_gone(&g->luns[i]) && g->luns[i].info.lun == luns[j];
+			have = !gw_lun_gone(&g->luns[i]) && g->luns[i].info.lun == luns[j];
 		if (!have)
 			fresh[nfresh++] = luns[j];
 	}
@@ -344,7 +342,7 @@ static void wp_follow(struct gw_rescan *r, struct gw_lun *l, void *buf, size_t b
 	if (iscsi_lun_write_protect(r->g->s, l->info.lun_field, buf, buflen, &wp, own_ua, &o) || wp == l->info.wp)
 		return;
 	l->info.wp = wp;
-	__atomic_store_n(&l->ro, r->g->ro || wp, __ATOMIC_RELAXED);
+	atomic_store_explicit(&l->ro, r->g->ro || wp, memory_order_relaxed);
 	log_warn("%s: the target turned write protection %s", l->name, wp ? "on" : "off");
 	notify_inode(r->g, l->ino);
 }
@@ -356,7 +354,7 @@ static void capacity_round(struct gw_rescan *r, void *buf, size_t buflen)
 	size_t n = gw_nluns(g);
 	for (size_t i = 0; i < n; i++) {
 		struct gw_lun *l = &g->luns[i];
-		if (is_gone(l)) {
+		if (gw_lun_gone(l)) {
 			if (g->url_lun >= 0 && l->info.lun == (uint16_t)g->url_lun)
 				add_luns(r, &l->info.lun, 1, buf, buflen); /* the URL's LUN may be back */
 			continue;
@@ -379,7 +377,7 @@ static void capacity_round(struct gw_rescan *r, void *buf, size_t buflen)
 			continue;
 		}
 		wp_follow(r, l, buf, buflen);
-		uint64_t old = __atomic_load_n(&l->dev.nblocks, __ATOMIC_ACQUIRE);
+		uint64_t old = atomic_load_explicit(&l->dev.nblocks, memory_order_acquire);
 		if (cap.nblocks == old || cap.nblocks > (uint64_t)INT64_MAX / cap.block_size)
 			continue;
 		flush_cache(l); /* no dirty block may straddle the old end */
@@ -404,7 +402,7 @@ static void run_round(struct gw_rescan *r, unsigned ev, bool periodic)
 		atomic_fetch_add(&r->prompted, 1);
 	if (ev & SCSI_UA_MEDIUM)
 		for (size_t i = 0, n = gw_nluns(g); i < n; i++)
-			if (__atomic_exchange_n(&g->luns[i].pages_stale, false, __ATOMIC_ACQ_REL))
+			if (atomic_exchange_explicit(&g->luns[i].pages_stale, false, memory_order_acq_rel))
 				notify_inode(g, g->luns[i].ino); /* the kernel's pages of it are dropped too */
 	if (g->url_lun < 0 && (periodic || (ev & SCSI_UA_LUNS)))
 		luns_round(r, buf, buflen);
