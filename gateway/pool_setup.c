@@ -62,7 +62,7 @@ int gw_cache_setup(struct gw *g, const struct gw_pool_plan *p)
 	}
 	int rc = bcache_create(&g->cache, cblock, nblocks, bufs, g->writeback);
 	free(bufs);
-	for (size_t i = 0; !rc && i < g->nluns; i++) {
+	for (size_t i = 0; !rc && i < gw_nluns(g); i++) {
 		struct bcache_backend be;
 		bcache_blk_backend(&be, &g->luns[i].dev);
 		rc = bcache_dev_add(g->cache, &be, &g->luns[i].cdev);
@@ -86,7 +86,7 @@ void gw_cache_teardown(struct gw *g)
 			 (unsigned long long)st.ra_used_bytes, (unsigned long long)st.ra_wasted_bytes,
 			 (unsigned long long)st.writeback_blocks, (unsigned long long)st.dirty_blocks);
 	}
-	for (size_t i = 0; i < g->nluns; i++) {
+	for (size_t i = 0; i < gw_nluns(g); i++) {
 		bcache_dev_remove(g->luns[i].cdev);
 		g->luns[i].cdev = NULL;
 	}
