@@ -247,7 +247,7 @@ void gw_initiator_name_or_warn(char *out, size_t cap);
  * iserfuse --list URL (list.c): SendTargets discovery on the URL's portal
  * (RFC 7143 Appendix C), then a session per target and portal, REPORT LUNS
  * and a probe of each LUN, printed to stdout.  initiator_name may be NULL
- * (the kept default); login_timeout_s 0 means 15 s.  Returns the exit
+ * (the kept default); login_timeout_s 0 means ISCSI_LOGIN_TIMEOUT_DEFAULT_S.  Returns the exit
  * status: 0 once discovery worked (a target whose login fails gets an
  * "Error:" line), 1 for a bad URL, an unreachable portal or a failed
  * discovery login (one line on stderr).  CHAP credentials (RFC 7143

@@ -18,6 +18,7 @@
 #include "../initiator/discovery.h"
 #include "../initiator/iser.h"
 #include "../initiator/log.h"
+#include "../initiator/login.h"
 #include "../initiator/url.h"
 #include "credentials.h"
 #include "gateway.h"
@@ -234,7 +235,7 @@ int gw_list(const char *url_text, const char *initiator_name_opt, unsigned login
 	struct buf_pool *pool = NULL;
 	struct gw_creds creds = {0};
 	char err[512] = "";
-	int timeout_ms = (int)(login_timeout_s ? login_timeout_s : 15) * 1000;
+	int timeout_ms = (int)(login_timeout_s ? login_timeout_s : ISCSI_LOGIN_TIMEOUT_DEFAULT_S) * 1000;
 	int rc = 1;
 
 	if (iscsi_url_parse(url_text, false, &url, err, sizeof(err))) {

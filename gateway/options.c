@@ -7,6 +7,11 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "../initiator/login.h"
+
+/* login_timeout's default as --help and the man page show it, "15", is a literal: */
+_Static_assert(ISCSI_LOGIN_TIMEOUT_DEFAULT_S == 15, "login_timeout's help text gives the default as 15");
+
 const struct gw_opt gw_opts[GW_OPT_COUNT] = {
 	[GW_OPT_CONFIG] = {"config", GW_OPT_STR, "PATH", 0, "/etc/iserfuse.conf, if present", 0, 0, 0, 0,
 			   "configuration file"},
@@ -21,7 +26,7 @@ const struct gw_opt gw_opts[GW_OPT_COUNT] = {
 			       "(at most what the kernel allows: /proc/sys/fs/fuse/max_pages_limit pages)"},
 	[GW_OPT_POOL_SLICES] = {"pool_slices", GW_OPT_INT, "N", 0, "queue_depth", 2, 4096, 0, 0,
 				"payload buffers in the pool (at most queue_depth are used)"},
-	[GW_OPT_LOGIN_TIMEOUT] = {"login_timeout", GW_OPT_INT, "S", 15, "15", 1, 3600, 0, 0,
+	[GW_OPT_LOGIN_TIMEOUT] = {"login_timeout", GW_OPT_INT, "S", ISCSI_LOGIN_TIMEOUT_DEFAULT_S, "15", 1, 3600, 0, 0,
 				  "connect and login timeout in seconds"},
 	[GW_OPT_CMD_TIMEOUT] = {"cmd_timeout", GW_OPT_INT, "S", 30, "30", 0, 86400, 0, 0,
 				"a command unanswered this long is aborted and re-issued (0 = never)"},

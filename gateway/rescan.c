@@ -25,9 +25,9 @@
 
 #include "../cache/bcache_blk.h"
 #include "../initiator/log.h"
+#include "../initiator/thread.h"
 #include "gateway.h"
-
-#define BLOCK_SIZE_MAX 4096u
+#include "lun_select.h"
 
 struct gw_rescan {
 	struct gw *g;
@@ -40,7 +40,6 @@ struct gw_rescan {
 	atomic_uint_fast64_t rescans, prompted, capacity_changes, luns_added, luns_removed;
 };
 
-static bool is_gone(const struct gw_lun *l) { return __atomic_load_n(&l->gone, __ATOMIC_ACQUIRE); }
 
 /*
  * Wait about ms on the rescan thread (less if stopping): a LUN that looks
@@ -67,13 +66,13 @@ struct gw_lun *gw_lun_add(struct gw *g, const struct iscsi_lun_info *info)
 	for (size_t i = 0; i < n; i++) {
 		struct gw_lun *l = &g->luns[i];
 		/* the same LUN back (same number, block size and identifier), not another disk under its number */
-		if (is_gone(l) && l->info.lun == info->lun && l->dev.bs == info->cap.block_size &&
+		if (gw_lun_gone(l) && l->info.lun == info->lun && l->dev.bs == info->cap.block_size &&
 		    !strcmp(l->info.devid, info->devid)) {
 			l->info = *info;
-			__atomic_store_n(&l->ro, g->ro || info->wp, __ATOMIC_RELAXED);
+			atomic_store_explicit(&l->ro, g->ro || info->wp, memory_order_relaxed);
 			blk_dev_set_capacity(&l->dev, info->cap.nblocks);
 			bcache_dev_invalidate(l->cdev, blk_dev_size(&l->dev)); /* nothing dirty left (mark_gone); the LUN may be new */
-			__atomic_store_n(&l->gone, false, __ATOMIC_RELEASE);
+			atomic_store_explicit(&l->gone, false, memory_order_release);
 			return l;
 		}
 	}
@@ -95,7 +94,7 @@ struct gw_lun *gw_lun_add(struct gw *g, const struct iscsi_lun_info *info)
 		if (bcache_dev_add(g->cache, &be, &l->cdev))
 			l->cdev = NULL; /* uncached, still usable */
 	}
-	__atomic_store_n(&g->nluns, n + 1, __ATOMIC_RELEASE);
+	atomic_store_explicit(&g->nluns, n + 1, memory_order_release);
 	return l;
 }
 
@@ -130,7 +129,7 @@ static unsigned drop_cached(struct gw *g, uint64_t lun_field, unsigned events)
 		if (!(events & SCSI_UA_LUNS) && l->dev.lun_field != lun_field)
 			continue;
 		bcache_dev_drop_clean(l->cdev);
-		__atomic_store_n(&l->pages_stale, true, __ATOMIC_RELEASE);
+		atomic_store_explicit(&l->pages_stale, true, memory_order_release);
 		dropped = true;
 	}
 	return dropped ? events | SCSI_UA_MEDIUM : events & ~(unsigned)SCSI_UA_MEDIUM;
@@ -223,42 +222,64 @@ static void mark_gone(struct gw_rescan *r, struct gw_lun *l, const char *why)
 		atomic_store(&l->dev.dirty, true); /* fsync and close report ENODEV: the data never reached the LUN */
 		log_err("%s: %llu bytes written to the cache are lost with the LUN", l->name, (unsigned long long)lost);
 	}
-	__atomic_store_n(&l->gone, true, __ATOMIC_RELEASE);
+	atomic_store_explicit(&l->gone, true, memory_order_release);
 	atomic_fetch_add(&r->luns_removed, 1);
 	log_warn("%s: %s; the file is removed", l->name, why);
 	notify_entry(r->g, l->name);
 	notify_inode(r->g, l->ino);
 }
 
-/* A LUN that can be a file: a disk with a supported block size whose byte size fits off_t. */
-static bool usable(const struct iscsi_lun_info *info)
+/* The rescan's LUN selection: probes on the session; a failed probe is logged, the other reasons are not. */
+struct add_ctx {
+	struct gw *g;
+	void *buf;
+	size_t buflen;
+};
+
+static int add_probe(void *arg, uint16_t lun, struct iscsi_lun_info *out)
 {
-	return info->inq.qualifier == 0 && info->inq.device_type == 0 && info->cap.block_size <= BLOCK_SIZE_MAX &&
-	       info->cap.nblocks <= (uint64_t)INT64_MAX / info->cap.block_size;
+	struct add_ctx *c = arg;
+	return iscsi_lun_probe(c->g->s, lun, c->buf, c->buflen, out);
 }
 
-static void add_lun(struct gw_rescan *r, uint16_t lun, void *buf, size_t buflen)
+static int add_skipped(void *arg, uint16_t lun, const struct iscsi_lun_info *info, enum gw_lun_verdict v, int probe_err)
+{
+	(void)arg;
+	(void)info;
+	if (v == GW_LUN_PROBE_FAILED)
+		log_warn("LUN %u: probe failed (%s)", lun, strerror(-probe_err));
+	return 0;
+}
+
+/* Files for those of luns[0..n) that gw_lun_select keeps (new LUNs, or LUNs back). */
+static void add_luns(struct gw_rescan *r, const uint16_t *luns, size_t n, void *buf, size_t buflen)
 {
 	struct gw *g = r->g;
-	struct iscsi_lun_info info;
-	int rc = iscsi_lun_probe(g->s, lun, buf, buflen, &info);
-	if (rc) {
-		log_warn("LUN %u: probe failed (%s)", lun, strerror(-rc));
+	if (n == 0)
+		return;
+	struct iscsi_lun_info *infos = calloc(n, sizeof(*infos));
+	if (!infos) {
+		log_warn("rescan: out of memory for %zu new LUNs", n);
 		return;
 	}
-	if (!usable(&info))
-		return;
-	struct gw_lun *l = gw_lun_add(g, &info);
-	if (!l) {
-		log_warn("LUN %u: no room for another LUN file", lun);
-		return;
+	struct add_ctx ctx = {g, buf, buflen};
+	struct gw_lun_select_ops ops = {add_probe, add_skipped, &ctx};
+	ssize_t kept = gw_lun_select(luns, n, &ops, infos, n);
+	for (ssize_t i = 0; i < kept; i++) {
+		const struct iscsi_lun_info *info = &infos[i];
+		struct gw_lun *l = gw_lun_add(g, info);
+		if (!l) {
+			log_warn("LUN %u: no room for another LUN file", info->lun);
+			continue;
+		}
+		gw_byid_add_lun(g, l); /* its by-id/ links, new or back */
+		atomic_fetch_add(&r->luns_added, 1);
+		log_warn("%s: new LUN: %s %s, %llu blocks of %u bytes", l->name, info->inq.vendor, info->inq.product,
+			 (unsigned long long)info->cap.nblocks, info->cap.block_size);
+		notify_entry(g, l->name);
+		notify_inode(g, FUSE_ROOT_ID);
 	}
-	gw_byid_add_lun(g, l); /* its by-id/ links, new or back */
-	atomic_fetch_add(&r->luns_added, 1);
-	log_warn("%s: new LUN: %s %s, %llu blocks of %u bytes", l->name, info.inq.vendor, info.inq.product,
-		 (unsigned long long)info.cap.nblocks, info.cap.block_size);
-	notify_entry(g, l->name);
-	notify_inode(g, FUSE_ROOT_ID);
+	free(infos);
 }
 
 /* REPORT LUNS: files for new disk LUNs, gone for those no longer listed. */
@@ -278,7 +299,7 @@ static void luns_round(struct gw_rescan *r, void *buf, size_t buflen)
 		bool listed = false;
 		for (size_t j = 0; j < count && !listed; j++)
 			listed = luns[j] == g->luns[i].info.lun;
-		missing = !listed && !is_gone(&g->luns[i]);
+		missing = !listed && !gw_lun_gone(&g->luns[i]);
 	}
 	/* a LUN missing: ask once more before its file goes */
 	if (missing && (!pause_ms(r, CONFIRM_MS) || iscsi_report_luns(g->s, buf, buflen, luns, GW_MAX_LUNS, &count)))
@@ -288,36 +309,28 @@ static void luns_round(struct gw_rescan *r, void *buf, size_t buflen)
 		bool listed = false;
 		for (size_t j = 0; j < count && !listed; j++)
 			listed = luns[j] == l->info.lun;
-		if (!listed && !is_gone(l))
+		if (!listed && !gw_lun_gone(l))
 			mark_gone(r, l, "no longer reported by the target");
 	}
+	uint16_t fresh[GW_MAX_LUNS];
+	size_t nfresh = 0;
 	for (size_t j = 0; j < count; j++) {
-		bool have = false, dup = false;
-		for (size_t k = 0; k < j; k++)
-			dup = dup || luns[k] == luns[j];
+		bool have = false;
 		for (size_t i = 0; i < n && !have; i++)
-			have = !is_gone(&g->luns[i]) && g->luns[i].info.lun == luns[j];
-		if (!have && !dup)
-			add_lun(r, luns[j], buf, buflen);
+			have = !gw_lun_gone(&g->luns[i]) && g->luns[i].info.lun == luns[j];
+		if (!have)
+			fresh[nfresh++] = luns[j];
 	}
+	add_luns(r, fresh, nfresh, buf, buflen); /* gw_lun_select drops the repeats */
 }
 
-/* READ CAPACITY of one LUN; sets *cap.  Returns 0 or a negative errno. */
-static int read_capacity(struct gw_rescan *r, struct gw_lun *l, void *buf, struct scsi_capacity *cap)
+/* READ CAPACITY of one LUN, the (16) or (10) its probe settled on; sets *cap.  Returns 0 or a negative errno. */
+static int read_capacity(struct gw_rescan *r, struct gw_lun *l, void *buf, size_t buflen, struct scsi_capacity *cap)
 {
-	struct iscsi_cmd cmd = {.lun = l->info.lun_field, .buf = buf, .dir = ISCSI_DIR_READ};
-	struct iscsi_cmd_result res;
-	bool use16 = l->info.use16;
-	cmd.len = use16 ? 32 : 8;
-	cmd.cdb_len = (uint8_t)(use16 ? scsi_cdb_read_capacity16(cmd.cdb, 32) : scsi_cdb_read_capacity10(cmd.cdb));
 	struct own_ua_ctx o = {r, l->dev.lun_field};
-	int rc = iscsi_exec_retry_ua(r->g->s, &cmd, &res, own_ua, &o);
-	if (rc)
-		return rc;
-	rc = use16 ? scsi_parse_read_capacity16(buf, res.xfer_len, cap) : scsi_parse_read_capacity10(buf, res.xfer_len, cap);
-	if (rc == 0 && (cap->nblocks == 0 || cap->block_size == 0))
-		rc = -EPROTO;
-	return rc;
+	return iscsi_lun_read_capacity(r->g->s, l->info.lun_field,
+				       l->info.use16 ? ISCSI_READ_CAPACITY_16 : ISCSI_READ_CAPACITY_10, buf, buflen, cap,
+				       NULL, own_ua, &o);
 }
 
 /* The WP bit of MODE SENSE: the file turns read-only (EROFS) or writable with the LUN. */
@@ -328,7 +341,7 @@ static void wp_follow(struct gw_rescan *r, struct gw_lun *l, void *buf, size_t b
 	if (iscsi_lun_write_protect(r->g->s, l->info.lun_field, buf, buflen, &wp, own_ua, &o) || wp == l->info.wp)
 		return;
 	l->info.wp = wp;
-	__atomic_store_n(&l->ro, r->g->ro || wp, __ATOMIC_RELAXED);
+	atomic_store_explicit(&l->ro, r->g->ro || wp, memory_order_relaxed);
 	log_warn("%s: the target turned write protection %s", l->name, wp ? "on" : "off");
 	notify_inode(r->g, l->ino);
 }
@@ -340,15 +353,15 @@ static void capacity_round(struct gw_rescan *r, void *buf, size_t buflen)
 	size_t n = gw_nluns(g);
 	for (size_t i = 0; i < n; i++) {
 		struct gw_lun *l = &g->luns[i];
-		if (is_gone(l)) {
+		if (gw_lun_gone(l)) {
 			if (g->url_lun >= 0 && l->info.lun == (uint16_t)g->url_lun)
-				add_lun(r, l->info.lun, buf, buflen); /* the URL's LUN may be back */
+				add_luns(r, &l->info.lun, 1, buf, buflen); /* the URL's LUN may be back */
 			continue;
 		}
 		struct scsi_capacity cap;
-		int rc = read_capacity(r, l, buf, &cap);
+		int rc = read_capacity(r, l, buf, buflen, &cap);
 		if ((rc == -ENXIO || (rc == 0 && cap.block_size != l->dev.bs)) && pause_ms(r, CONFIRM_MS))
-			rc = read_capacity(r, l, buf, &cap); /* once more before the file goes */
+			rc = read_capacity(r, l, buf, buflen, &cap); /* once more before the file goes */
 		if (rc == -ENXIO) {
 			mark_gone(r, l, "the target no longer has this LUN");
 			continue;
@@ -363,7 +376,7 @@ static void capacity_round(struct gw_rescan *r, void *buf, size_t buflen)
 			continue;
 		}
 		wp_follow(r, l, buf, buflen);
-		uint64_t old = __atomic_load_n(&l->dev.nblocks, __ATOMIC_ACQUIRE);
+		uint64_t old = atomic_load_explicit(&l->dev.nblocks, memory_order_acquire);
 		if (cap.nblocks == old || cap.nblocks > (uint64_t)INT64_MAX / cap.block_size)
 			continue;
 		flush_cache(l); /* no dirty block may straddle the old end */
@@ -388,7 +401,7 @@ static void run_round(struct gw_rescan *r, unsigned ev, bool periodic)
 		atomic_fetch_add(&r->prompted, 1);
 	if (ev & SCSI_UA_MEDIUM)
 		for (size_t i = 0, n = gw_nluns(g); i < n; i++)
-			if (__atomic_exchange_n(&g->luns[i].pages_stale, false, __ATOMIC_ACQ_REL))
+			if (atomic_exchange_explicit(&g->luns[i].pages_stale, false, memory_order_acq_rel))
 				notify_inode(g, g->luns[i].ino); /* the kernel's pages of it are dropped too */
 	if (g->url_lun < 0 && (periodic || (ev & SCSI_UA_LUNS)))
 		luns_round(r, buf, buflen);
@@ -439,7 +452,7 @@ int gw_rescan_start(struct gw *g, unsigned interval_s)
 	pthread_cond_init(&r->cv, &ca);
 	pthread_condattr_destroy(&ca);
 	pthread_mutex_init(&r->lock, NULL);
-	int rc = pthread_create(&r->thread, NULL, rescan_thread, r);
+	int rc = thread_start_quiet(&r->thread, rescan_thread, r); /* the stop signals are main's */
 	if (rc) {
 		pthread_cond_destroy(&r->cv);
 		pthread_mutex_destroy(&r->lock);

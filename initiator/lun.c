@@ -147,21 +147,41 @@ int iscsi_lun_probe(struct iscsi_session *s, uint16_t lun, void *vbuf, size_t bu
 		return rc;
 	probe_vpd(s, o, buf, len);
 
-	rc = run(s, o->lun_field, cdb, scsi_cdb_read_capacity16(cdb, 32), buf, 32, &got);
-	if (rc == 0 && (rc = scsi_parse_read_capacity16(buf, got, &o->cap)) == 0) {
-		o->use16 = true;
-	} else {
-		rc = run(s, o->lun_field, cdb, scsi_cdb_read_capacity10(cdb), buf, 8, &got);
-		if (rc || (rc = scsi_parse_read_capacity10(buf, got, &o->cap)))
-			return rc;
-	}
-	if (o->cap.nblocks == 0 || o->cap.block_size < 512 || o->cap.block_size > 65536 ||
-	    (o->cap.block_size & (o->cap.block_size - 1)))
+	if ((rc = iscsi_lun_read_capacity(s, o->lun_field, ISCSI_READ_CAPACITY_AUTO, buf, len, &o->cap, &o->use16,
+					  NULL, NULL)))
+		return rc;
+	if (o->cap.block_size < 512 || o->cap.block_size > 65536 || (o->cap.block_size & (o->cap.block_size - 1)))
 		return -EPROTO;
 
 	if (iscsi_lun_write_protect(s, o->lun_field, buf, buflen, &o->wp, NULL, NULL))
 		o->wp = false; /* no mode pages: assume writable, writes will say otherwise */
 	return 0;
+}
+
+int iscsi_lun_read_capacity(struct iscsi_session *s, uint64_t lun_field, enum iscsi_read_capacity_mode mode,
+			    void *vbuf, size_t buflen, struct scsi_capacity *cap, bool *used16,
+			    void (*on_ua)(void *arg, const struct scsi_sense *sense), void *arg)
+{
+	uint8_t cdb[SCSI_CDB_MAX], *buf = vbuf;
+	uint32_t got;
+	int rc = -EINVAL;
+	if (buflen < 32)
+		return -EINVAL;
+	if (mode != ISCSI_READ_CAPACITY_10) {
+		rc = run_ua(s, lun_field, cdb, scsi_cdb_read_capacity16(cdb, 32), buf, 32, &got, on_ua, arg);
+		if (rc == 0)
+			rc = scsi_parse_read_capacity16(buf, got, cap);
+		if (used16)
+			*used16 = rc == 0;
+	}
+	if (rc && mode != ISCSI_READ_CAPACITY_16) {
+		rc = run_ua(s, lun_field, cdb, scsi_cdb_read_capacity10(cdb), buf, 8, &got, on_ua, arg);
+		if (rc == 0)
+			rc = scsi_parse_read_capacity10(buf, got, cap);
+	}
+	if (rc == 0 && (cap->nblocks == 0 || cap->block_size == 0))
+		rc = -EPROTO;
+	return rc;
 }
 
 int iscsi_lun_write_protect(struct iscsi_session *s, uint64_t lun_field, void *vbuf, size_t buflen, bool *wp,

@@ -63,6 +63,30 @@ int iscsi_lun_probe(struct iscsi_session *s, uint16_t lun, void *buf, size_t buf
 int iscsi_lun_write_protect(struct iscsi_session *s, uint64_t lun_field, void *buf, size_t buflen, bool *wp,
 			    void (*on_ua)(void *arg, const struct scsi_sense *sense), void *arg);
 
+/* Which READ CAPACITY iscsi_lun_read_capacity sends. */
+enum iscsi_read_capacity_mode {
+	ISCSI_READ_CAPACITY_AUTO, /* (16), and (10) if that fails (the probe) */
+	ISCSI_READ_CAPACITY_16,   /* (16) only: a LUN whose probe found it working */
+	ISCSI_READ_CAPACITY_10,   /* (10) only */
+};
+
+/*
+ * READ CAPACITY(16) (SBC-4 §5.21, SERVICE ACTION IN(16)) and/or
+ * READ CAPACITY(10) (SBC-4 §5.20) of the LUN whose BHS LUN field is
+ * lun_field, as mode says; *cap gets the number of logical blocks (last
+ * LBA + 1) and the logical block length in bytes.  buf: scratch payload
+ * buffer of buflen bytes (>= 32, else -EINVAL).  used16 (may be NULL) is
+ * set, in the modes that try (16), to whether (16) answered.  UNIT
+ * ATTENTIONs met on the way go to on_ua (may be NULL) before the command
+ * is retried (iscsi_exec_retry_ua).  Synchronous, on the caller's thread.
+ * Returns 0, -EPROTO for a zero block count or block length, or another
+ * negative errno (status/sense mapped by scsi_status_to_errno; -ENXIO:
+ * the LUN is not there).
+ */
+int iscsi_lun_read_capacity(struct iscsi_session *s, uint64_t lun_field, enum iscsi_read_capacity_mode mode,
+			    void *buf, size_t buflen, struct scsi_capacity *cap, bool *used16,
+			    void (*on_ua)(void *arg, const struct scsi_sense *sense), void *arg);
+
 /* How long a synchronous command keeps retrying BUSY, TASK SET FULL and becoming ready, ms. */
 #define ISCSI_RETRY_BUDGET_MS 30000u
 
