@@ -18,6 +18,7 @@
 
 #include "be.h"
 #include "cancel.h"
+#include "clock.h"
 #include "url.h"
 #include "latency.h"
 #include "log.h"
@@ -276,13 +277,6 @@ static void txq_remove(struct iscsi_session *s, struct task *t)
 	t->next = NULL;
 }
 
-static int64_t now_us(void)
-{
-	struct timespec ts;
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (int64_t)ts.tv_sec * 1000000 + ts.tv_nsec / 1000;
-}
-
 static void task_finish(struct iscsi_session *s, struct task *t, struct completion *c)
 {
 	/* A target may answer before we sent all the data it could take. */
@@ -300,7 +294,7 @@ static void task_finish(struct iscsi_session *s, struct task *t, struct completi
 	c->cb = t->cmd.cb;
 	c->arg = t->cmd.arg;
 	if (!c->res.err)
-		lat_hist_add(&s->lat, (uint64_t)(now_us() - t->submit_us));
+		lat_hist_add(&s->lat, (uint64_t)(clk_now_us() - t->submit_us));
 	t->in_use = false;
 	t->gen++;
 	if (t->counted)
@@ -494,7 +488,7 @@ static int hook_tx_fill(void *arg, struct iscsi_tx_slot *slots, int max)
 		emit_nop_out(s, &slots[n++], s->ping_itt, ISCSI_RESERVED_TAG, 0, NULL, 0);
 		s->ping_want = false;
 		s->ping_sent = true;
-		s->ping_sent_ms = iscsi_now_ms();
+		s->ping_sent_ms = clk_now_ms();
 	}
 	if (s->tmf_want && n < max) {
 		struct iscsi_bhs h = {0};
@@ -514,7 +508,7 @@ static int hook_tx_fill(void *arg, struct iscsi_tx_slot *slots, int max)
 		n++;
 		s->tmf_want = false;
 		s->tmf_sent = true;
-		s->tmf_sent_ms = iscsi_now_ms();
+		s->tmf_sent_ms = clk_now_ms();
 	}
 	while (n < max) {
 		struct task *t = txq_pop(s);
@@ -564,7 +558,7 @@ static int hook_tx_fill(void *arg, struct iscsi_tx_slot *slots, int max)
 		slots[n].dlen = 0;
 		n++;
 		s->logout_sent = true;
-		s->logout_sent_ms = iscsi_now_ms();
+		s->logout_sent_ms = clk_now_ms();
 	}
 	pthread_mutex_unlock(&s->lock);
 	return n;
@@ -756,7 +750,7 @@ static bool reissue_now(struct iscsi_session *s, struct task *t)
 	if (t->gen >= 0xfffc)
 		t->gen = 0;
 	t->itt = ((uint32_t)t->gen << 16) | t->index;
-	t->submit_ms = iscsi_now_ms();
+	t->submit_ms = clk_now_ms();
 	if (s->win_tail)
 		s->win_tail->next = t;
 	else
@@ -894,7 +888,7 @@ static int rx_async(struct iscsi_session *s, const struct iscsi_bhs *h, const ui
 	}
 	case 1:
 	case 4:
-		if (h->u.async.event == 4 && s->renegotiated_ms && iscsi_now_ms() - s->renegotiated_ms < RENEGOTIATE_MIN_MS) {
+		if (h->u.async.event == 4 && s->renegotiated_ms && clk_now_ms() - s->renegotiated_ms < RENEGOTIATE_MIN_MS) {
 			/* a fresh login negotiated everything: a target asking again at once would loop us */
 			log_warn("target asks to renegotiate parameters again within %d s of a new login: ignored",
 				 RENEGOTIATE_MIN_MS / 1000);
@@ -911,9 +905,9 @@ static int rx_async(struct iscsi_session *s, const struct iscsi_bhs *h, const ui
 			s->relogin_pending = true;
 			s->relogin_reason = renegotiate ? "a parameter renegotiation requested by the target"
 							: "a logout requested by the target";
-			s->relogin_deadline_ms = iscsi_now_ms() + target_secs_ms(secs, "logout delay");
+			s->relogin_deadline_ms = clk_now_ms() + target_secs_ms(secs, "logout delay");
 			if (renegotiate)
-				s->renegotiated_ms = iscsi_now_ms();
+				s->renegotiated_ms = clk_now_ms();
 		}
 		return 0;
 	case 2:
@@ -949,7 +943,7 @@ static int hook_rx_pdu(void *arg, const uint8_t *bhs, const uint8_t *data, uint3
 		s->event_thread = pthread_self();
 		s->event_thread_known = true;
 	}
-	s->last_rx_ms = iscsi_now_ms();
+	s->last_rx_ms = clk_now_ms();
 	switch (h.opcode) {
 	case ISCSI_OP_DATA_IN:
 		if (h.u.data_in.status_present)
@@ -1124,7 +1118,7 @@ static void lose_connection(struct iscsi_session *s, int err)
 	s->state = SS_DOWN;
 	s->event_thread_known = false;
 	if (!s->lost_ms) {
-		s->lost_ms = iscsi_now_ms();
+		s->lost_ms = clk_now_ms();
 		s->lost_err = err;
 		s->lost_reason = s->drop_reason;
 		s->reissued = 0;
@@ -1340,7 +1334,7 @@ static int connect_login(struct iscsi_session *s, int timeout_ms, int64_t deadli
 	struct iscsi_transport *t = NULL;
 	int rc = 0;
 	if (!lc.deadline_ms)
-		lc.deadline_ms = iscsi_now_ms() + timeout_ms;
+		lc.deadline_ms = clk_now_ms() + timeout_ms;
 	for (unsigned hop = 0;; hop++) {
 		rc = iscsi_connect_login(cfg->transport, cfg->transport_ctx, host, port, &lc, lr, &t, err, err_cap);
 		memcpy(s->chap_algs, lc.chap_algs, sizeof(s->chap_algs)); /* a narrowed CHAP_A offer is kept */
@@ -1399,7 +1393,7 @@ static void adopt_login(struct iscsi_session *s, struct iscsi_transport *t, cons
 	s->expcmdsn = lr->expcmdsn;
 	s->maxcmdsn = lr->maxcmdsn;
 	s->expstatsn = lr->expstatsn;
-	s->last_rx_ms = iscsi_now_ms();
+	s->last_rx_ms = clk_now_ms();
 	s->ping_want = s->ping_sent = s->nop_reply = false;
 	s->nop_buf[0].busy = s->nop_buf[1].busy = false; /* the old connection is gone, and its sends */
 	s->tmf_want = s->tmf_sent = false;
@@ -1443,7 +1437,7 @@ static unsigned requeue_parked(struct iscsi_session *s)
 		if (s->tasks[i].in_use)
 			s->sorted[n++] = &s->tasks[i];
 	qsort(s->sorted, n, sizeof(*s->sorted), by_seq);
-	int64_t now = iscsi_now_ms();
+	int64_t now = clk_now_ms();
 	for (unsigned i = 0; i < n; i++) {
 		struct task *t = s->sorted[i];
 		task_reset(t);
@@ -1491,7 +1485,7 @@ static void check_replacement(struct iscsi_session *s, int64_t now)
 static void recovery_wait(struct iscsi_session *s, int64_t until)
 {
 	for (;;) {
-		int64_t now = iscsi_now_ms();
+		int64_t now = clk_now_ms();
 		check_replacement(s, now);
 		if (s->closing || now >= until)
 			return;
@@ -1501,14 +1495,7 @@ static void recovery_wait(struct iscsi_session *s, int64_t until)
 		int64_t ms = wake - now;
 		if (ms < 1)
 			ms = 1;
-		struct timespec ts;
-		clock_gettime(CLOCK_MONOTONIC, &ts);
-		ts.tv_sec += ms / 1000;
-		ts.tv_nsec += (long)(ms % 1000) * 1000000L;
-		if (ts.tv_nsec >= 1000000000L) {
-			ts.tv_sec++;
-			ts.tv_nsec -= 1000000000L;
-		}
+		struct timespec ts = clk_deadline_ms(ms);
 		pthread_cond_timedwait(&s->rec_cv, &s->lock, &ts);
 	}
 }
@@ -1534,7 +1521,7 @@ static void recover(struct iscsi_session *s)
 		first = s->cfg.replacement_timeout_ms / 2;
 	}
 	for (;;) {
-		recovery_wait(s, iscsi_now_ms() + (attempts ? delay : first));
+		recovery_wait(s, clk_now_ms() + (attempts ? delay : first));
 		if (s->closing)
 			return;
 		/*
@@ -1542,7 +1529,7 @@ static void recover(struct iscsi_session *s)
 		 * until it passed, by the replacement deadline: recovery_wait then
 		 * fails the I/O on time however the target stalls the login.
 		 */
-		int64_t deadline = iscsi_now_ms() + timeout_ms;
+		int64_t deadline = clk_now_ms() + timeout_ms;
 		if (!s->fail_fast && replacement_deadline(s) < deadline)
 			deadline = replacement_deadline(s);
 		s->attempt_deadline_ms = deadline;
@@ -1595,7 +1582,7 @@ static void recover(struct iscsi_session *s)
 	s->fail_fast = false;
 	s->stats.reconnects++;
 	log_warn("session to " ISCSI_HOSTPORT_FMT " reinstated after %s: down %lld ms, %u commands re-issued, "
-		 "%u connect attempts", ISCSI_HOSTPORT_ARGS(s->cfg.host, s->cfg.port), loss_what(s), (long long)(iscsi_now_ms() - s->lost_ms), n,
+		 "%u connect attempts", ISCSI_HOSTPORT_ARGS(s->cfg.host, s->cfg.port), loss_what(s), (long long)(clk_now_ms() - s->lost_ms), n,
 		 attempts);
 	s->lost_ms = 0;
 	pthread_cond_broadcast(&s->slot_cv);
@@ -1670,11 +1657,14 @@ int iscsi_session_open(const struct iscsi_session_config *cfg, struct iscsi_sess
 	s->tasks = calloc(s->ntasks, sizeof(*s->tasks));
 	s->sorted = calloc(s->ntasks, sizeof(*s->sorted));
 	pthread_mutex_init(&s->lock, NULL);
-	pthread_cond_init(&s->slot_cv, NULL);
-	pthread_cond_init(&s->state_cv, NULL);
-	pthread_cond_init(&s->rec_cv, NULL);
+	/* Every wait on these takes a CLOCK_MONOTONIC deadline (clk_deadline_ms). */
+	int cv_rc = clk_cond_init(&s->slot_cv);
+	if (!cv_rc)
+		cv_rc = clk_cond_init(&s->state_cv);
+	if (!cv_rc)
+		cv_rc = clk_cond_init(&s->rec_cv);
 	s->cancel_fd = iscsi_cancel_new();
-	if (!s->tasks || !s->sorted || s->cancel_fd < 0) {
+	if (cv_rc || !s->tasks || !s->sorted || s->cancel_fd < 0) {
 		session_free(s);
 		snprintf(err, err_cap, "out of memory");
 		return -ENOMEM;
@@ -1763,8 +1753,8 @@ int iscsi_session_submit(struct iscsi_session *s, const struct iscsi_cmd *cmd)
 	t->counted = !ev;
 	t->cmd = *cmd;
 	t->seq = s->next_seq++;
-	t->submit_ms = iscsi_now_ms();
-	t->submit_us = now_us();
+	t->submit_ms = clk_now_ms();
+	t->submit_us = clk_now_us();
 	t->itt = ((uint32_t)gen << 16) | index;
 	if (t->gen >= 0xfffc) { /* 0xfffc..0xffff: TMF, pings, Logout, the reserved tag */
 		t->gen = 0;
@@ -1852,22 +1842,10 @@ void iscsi_session_get_latency(struct iscsi_session *s, uint64_t out[LAT_BUCKETS
 	lat_hist_snapshot(&s->lat, out);
 }
 
-static void deadline_after(struct timespec *ts, int ms)
-{
-	clock_gettime(CLOCK_REALTIME, ts);
-	ts->tv_sec += ms / 1000;
-	ts->tv_nsec += (long)(ms % 1000) * 1000000L;
-	if (ts->tv_nsec >= 1000000000L) {
-		ts->tv_sec++;
-		ts->tv_nsec -= 1000000000L;
-	}
-}
-
 int iscsi_session_drain(struct iscsi_session *s, int timeout_ms)
 {
-	struct timespec dl;
+	struct timespec dl = clk_deadline_ms(timeout_ms);
 	int rc = 0;
-	deadline_after(&dl, timeout_ms);
 	pthread_mutex_lock(&s->lock);
 	while (s->state != SS_CLOSED && !s->fail_fast && s->outstanding > 0)
 		if (pthread_cond_timedwait(&s->state_cv, &s->lock, &dl) == ETIMEDOUT) {
@@ -1881,7 +1859,7 @@ int iscsi_session_drain(struct iscsi_session *s, int timeout_ms)
 void iscsi_session_stopping(struct iscsi_session *s, int grace_ms)
 {
 	pthread_mutex_lock(&s->lock);
-	int64_t by = iscsi_now_ms() + (grace_ms > 0 ? grace_ms : 0);
+	int64_t by = clk_now_ms() + (grace_ms > 0 ? grace_ms : 0);
 	if (!s->stop_by_ms || by < s->stop_by_ms)
 		s->stop_by_ms = by;
 	if (s->attempt_deadline_ms > s->stop_by_ms && !s->closing)
@@ -1892,8 +1870,7 @@ void iscsi_session_stopping(struct iscsi_session *s, int grace_ms)
 
 void iscsi_session_close(struct iscsi_session *s, int timeout_ms)
 {
-	struct timespec dl;
-	deadline_after(&dl, timeout_ms);
+	struct timespec dl = clk_deadline_ms(timeout_ms);
 	pthread_mutex_lock(&s->lock);
 	while (s->state != SS_CLOSED && !s->fail_fast && s->outstanding > 0)
 		if (pthread_cond_timedwait(&s->state_cv, &s->lock, &dl) == ETIMEDOUT)
@@ -1910,7 +1887,7 @@ void iscsi_session_close(struct iscsi_session *s, int timeout_ms)
 	if (s->state == SS_UP) {
 		s->logout_want = true;
 		s->t->ops->kick(s->t);
-		deadline_after(&dl, 3000);
+		dl = clk_deadline_ms(3000);
 		while (s->state == SS_UP && !s->logout_done)
 			if (pthread_cond_timedwait(&s->state_cv, &s->lock, &dl) == ETIMEDOUT) {
 				log_warn("no Logout Response from the target within 3 s");

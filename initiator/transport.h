@@ -81,7 +81,7 @@ struct iscsi_transport_hooks {
 
 #define ISCSI_TICK_MS 1000
 
-/* CLOCK_MONOTONIC in milliseconds, the clock of the tick hook. */
+/* CLOCK_MONOTONIC in milliseconds, the clock of the tick hook: clk_now_ms (clock.h) for its callers outside clock.h. */
 int64_t iscsi_now_ms(void);
 
 struct iscsi_transport;
