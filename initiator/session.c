@@ -8,6 +8,7 @@
  */
 #include "session.h"
 
+#include <assert.h>
 #include <errno.h>
 #include <pthread.h>
 #include <stdio.h>
@@ -36,6 +37,29 @@
 /* A task management request not answered within cmd_timeout/2 (2..10 s) escalates. */
 #define TMF_TIMEOUT_MIN_MS 2000
 #define TMF_TIMEOUT_MAX_MS 10000
+
+/*
+ * ITT layout (RFC 7143 §11.1.2.2: the initiator's own choice): generation
+ * << 16 | task index.  Task generations run 0..ITT_GEN_TMF-1; the top four
+ * generations are reserved: task management requests, NOP-Out pings and
+ * Logout each count through their own, and 0xffff holds the reserved tag
+ * 0xffffffff.  So a TMF, ping or Logout ITT never equals a task's.
+ */
+#define ITT_GEN_TMF 0xfffcu
+#define ITT_GEN_PING 0xfffdu
+#define ITT_GEN_LOGOUT 0xfffeu
+#define ITT_GEN_RESERVED 0xffffu
+#define TASKS_MAX (2 * 4096 + 8) /* task slots at the largest queue_depth (iscsi_session_open) */
+static_assert(ITT_GEN_TMF < ITT_GEN_PING && ITT_GEN_PING < ITT_GEN_LOGOUT && ITT_GEN_LOGOUT < ITT_GEN_RESERVED,
+	      "the reserved ITT generations are distinct and above every task generation");
+static_assert((ISCSI_RESERVED_TAG >> 16) == ITT_GEN_RESERVED, "the reserved tag lies in the last generation");
+static_assert(TASKS_MAX <= 0x10000, "a task index fits the ITT's low 16 bits");
+
+/* The ITT of generation gen, index idx. */
+static inline uint32_t itt_make(uint32_t gen, uint32_t idx) { return (gen << 16) | (idx & 0xffffu); }
+
+/* The next ITT of a reserved generation (TMF, ping, Logout) after prev. */
+static inline uint32_t itt_next_reserved(uint32_t gen, uint32_t prev) { return itt_make(gen, prev + 1); }
 
 struct r2t {
 	uint32_t ttt, offset, length;
@@ -196,6 +220,25 @@ static struct task *txq_pop(struct iscsi_session *s)
 	t->next = NULL;
 	t->in_txq = false;
 	return t;
+}
+
+/* Append t to the queue of commands waiting for the CmdSN window (§4.2.2.1). */
+static void winq_push(struct iscsi_session *s, struct task *t)
+{
+	t->next = NULL;
+	if (s->win_tail)
+		s->win_tail->next = t;
+	else
+		s->win_head = t;
+	s->win_tail = t;
+}
+
+/* Give t the ITT of its current generation, wrapping below the reserved ones (ITT_GEN_TMF..). */
+static void task_assign_itt(struct task *t)
+{
+	if (t->gen >= ITT_GEN_TMF)
+		t->gen = 0;
+	t->itt = itt_make(t->gen, t->index);
 }
 
 /* Move commands from the window queue while CmdSN <= MaxCmdSN (§4.2.2.1). */
@@ -438,42 +481,68 @@ static uint32_t immediate_cmdsn(const struct iscsi_session *s)
 	return s->cmdsn;
 }
 
-/* A NOP-Out (§11.18): a ping (our ITT, TTT reserved) or the answer to a NOP-In (ITT reserved, its TTT). */
-static void emit_nop_out(struct iscsi_session *s, struct iscsi_tx_slot *slot, uint32_t itt, uint32_t ttt,
-			 uint64_t lun, const void *data, uint32_t dlen)
+/* The BHS of an immediate PDU (I and F bits set) with this opcode, ITT and LUN. */
+static struct iscsi_bhs immediate_bhs(uint8_t opcode, uint32_t itt, uint64_t lun)
 {
 	struct iscsi_bhs h = {0};
-	h.opcode = ISCSI_OP_NOP_OUT;
+	h.opcode = opcode;
 	h.immediate = true;
 	h.final = true;
 	h.lun = lun;
 	h.itt = itt;
-	h.dlen = dlen;
-	h.u.nop.ttt = ttt;
-	h.u.nop.cmdsn = immediate_cmdsn(s);
-	h.u.nop.expstatsn = s->expstatsn;
-	iscsi_bhs_encode(&h, slot->bhs);
+	return h;
+}
+
+/* Encode h into slot with dlen bytes of data (owned by the session) as its data segment. */
+static void slot_put(struct iscsi_tx_slot *slot, struct iscsi_bhs *h, const void *data, uint32_t dlen)
+{
+	h->dlen = dlen;
+	iscsi_bhs_encode(h, slot->bhs);
 	slot->data = data;
 	slot->dlen = dlen;
 }
 
-static int hook_tx_fill(void *arg, struct iscsi_tx_slot *slots, int max)
+/* A NOP-Out (§11.18): a ping (our ITT, TTT reserved) or the answer to a NOP-In (ITT reserved, its TTT). */
+static void emit_nop_out(struct iscsi_session *s, struct iscsi_tx_slot *slot, uint32_t itt, uint32_t ttt,
+			 uint64_t lun, const void *data, uint32_t dlen)
 {
-	struct iscsi_session *s = arg;
-	int n = 0;
-	struct task *requeue = NULL, **rq_tail = &requeue;
+	struct iscsi_bhs h = immediate_bhs(ISCSI_OP_NOP_OUT, itt, lun);
+	h.u.nop.ttt = ttt;
+	h.u.nop.cmdsn = immediate_cmdsn(s);
+	h.u.nop.expstatsn = s->expstatsn;
+	slot_put(slot, &h, data, dlen);
+}
 
-	for (int i = 0; i < max; i++) {
-		slots[i].owner = NULL;
-		slots[i].xfer_buf = NULL;
-		slots[i].xfer_len = slots[i].xfer_unsol = 0;
-		slots[i].xfer_dir = 0;
-	}
-	pthread_mutex_lock(&s->lock);
-	if (!s->event_thread_known) {
-		s->event_thread = pthread_self();
-		s->event_thread_known = true;
-	}
+/* The pending Task Management Function Request (§11.5): ABORT TASK or LOGICAL UNIT RESET. */
+static void emit_tmf_req(struct iscsi_session *s, struct iscsi_tx_slot *slot)
+{
+	bool abort = s->tmf_function == ISCSI_TMF_ABORT_TASK;
+	struct iscsi_bhs h = immediate_bhs(ISCSI_OP_TASK_MGMT_REQ, s->tmf_itt, s->tmf_lun);
+	h.u.tmf_req.function = s->tmf_function;
+	h.u.tmf_req.rtt = abort ? s->tmf_rtt : ISCSI_RESERVED_TAG;
+	h.u.tmf_req.cmdsn = immediate_cmdsn(s);
+	h.u.tmf_req.expstatsn = s->expstatsn;
+	h.u.tmf_req.refcmdsn = abort ? s->tmf_refcmdsn : 0;
+	slot_put(slot, &h, NULL, 0);
+}
+
+/* A Logout Request (§11.14), reason 0: close the session. */
+static void emit_logout_req(struct iscsi_session *s, struct iscsi_tx_slot *slot)
+{
+	struct iscsi_bhs h = immediate_bhs(ISCSI_OP_LOGOUT_REQ, s->logout_itt, 0);
+	h.u.logout.reason = 0;
+	h.u.logout.cmdsn = immediate_cmdsn(s);
+	h.u.logout.expstatsn = s->expstatsn;
+	slot_put(slot, &h, NULL, 0);
+}
+
+/*
+ * Immediate PDUs first (§3.2.2.1: they bypass the CmdSN window): a NOP-Out
+ * answering the target's ping, our own ping, the pending task management
+ * request.  Returns the slots used from slots[n].  Lock held.
+ */
+static int tx_fill_immediate(struct iscsi_session *s, struct iscsi_tx_slot *slots, int n, int max)
+{
 	if (s->nop_reply && n < max) {
 		struct nop_echo *e = &s->nop_buf[s->nop_next];
 		if (s->nop_dlen) {
@@ -491,25 +560,22 @@ static int hook_tx_fill(void *arg, struct iscsi_tx_slot *slots, int max)
 		s->ping_sent_ms = clk_now_ms();
 	}
 	if (s->tmf_want && n < max) {
-		struct iscsi_bhs h = {0};
-		h.opcode = ISCSI_OP_TASK_MGMT_REQ;
-		h.immediate = true;
-		h.final = true;
-		h.lun = s->tmf_lun;
-		h.itt = s->tmf_itt;
-		h.u.tmf_req.function = s->tmf_function;
-		h.u.tmf_req.rtt = s->tmf_function == ISCSI_TMF_ABORT_TASK ? s->tmf_rtt : ISCSI_RESERVED_TAG;
-		h.u.tmf_req.cmdsn = immediate_cmdsn(s);
-		h.u.tmf_req.expstatsn = s->expstatsn;
-		h.u.tmf_req.refcmdsn = s->tmf_function == ISCSI_TMF_ABORT_TASK ? s->tmf_refcmdsn : 0;
-		iscsi_bhs_encode(&h, slots[n].bhs);
-		slots[n].data = NULL;
-		slots[n].dlen = 0;
-		n++;
+		emit_tmf_req(s, &slots[n++]);
 		s->tmf_want = false;
 		s->tmf_sent = true;
 		s->tmf_sent_ms = clk_now_ms();
 	}
+	return n;
+}
+
+/*
+ * Commands and their Data-Out from the tx queue, from slots[n]: at most
+ * BURST_PDUS_PER_FILL PDUs of one task in a row; a task with more to send
+ * goes back to the tail of the queue.  Returns the slots used.  Lock held.
+ */
+static int tx_fill_tasks(struct iscsi_session *s, struct iscsi_tx_slot *slots, int n, int max)
+{
+	struct task *requeue = NULL, **rq_tail = &requeue;
 	while (n < max) {
 		struct task *t = txq_pop(s);
 		if (!t)
@@ -544,19 +610,29 @@ static int hook_tx_fill(void *arg, struct iscsi_tx_slot *slots, int max)
 			last = last->next;
 		s->tx_tail = last;
 	}
+	return n;
+}
+
+/* Transport hook: fill up to max slots (immediate PDUs, tasks, then a Logout once nothing else waits). */
+static int hook_tx_fill(void *arg, struct iscsi_tx_slot *slots, int max)
+{
+	struct iscsi_session *s = arg;
+
+	for (int i = 0; i < max; i++) {
+		slots[i].owner = NULL;
+		slots[i].xfer_buf = NULL;
+		slots[i].xfer_len = slots[i].xfer_unsol = 0;
+		slots[i].xfer_dir = 0;
+	}
+	pthread_mutex_lock(&s->lock);
+	if (!s->event_thread_known) {
+		s->event_thread = pthread_self();
+		s->event_thread_known = true;
+	}
+	int n = tx_fill_immediate(s, slots, 0, max);
+	n = tx_fill_tasks(s, slots, n, max);
 	if (s->logout_want && !s->logout_sent && !s->tx_head && n < max) {
-		struct iscsi_bhs h = {0};
-		h.opcode = ISCSI_OP_LOGOUT_REQ;
-		h.immediate = true;
-		h.final = true;
-		h.itt = s->logout_itt;
-		h.u.logout.reason = 0; /* close the session */
-		h.u.logout.cmdsn = immediate_cmdsn(s);
-		h.u.logout.expstatsn = s->expstatsn;
-		iscsi_bhs_encode(&h, slots[n].bhs);
-		slots[n].data = NULL;
-		slots[n].dlen = 0;
-		n++;
+		emit_logout_req(s, &slots[n++]);
 		s->logout_sent = true;
 		s->logout_sent_ms = clk_now_ms();
 	}
@@ -600,8 +676,26 @@ static void set_residual(struct iscsi_cmd_result *r, uint32_t len, bool under, b
 	(void)over;
 }
 
-static int rx_data_in(struct iscsi_session *s, const struct iscsi_bhs *h, struct completion *c, bool *done)
+/* A SCSI asynchronous event for the caller's hook, which runs after the lock is released. */
+struct async_sense {
+	bool have;
+	uint64_t lun;
+	struct scsi_sense sense;
+};
+
+/* What a PDU's handler leaves for hook_rx_pdu to do once the lock is dropped. */
+struct rx_out {
+	struct completion c; /* valid when done */
+	bool done;
+	struct async_sense ev;
+};
+
+/* Data-In (§11.7): data already placed by the transport (hook_rx_data_dest); with status it ends the READ. */
+static int rx_data_in(struct iscsi_session *s, const struct iscsi_bhs *h, const uint8_t *data, uint32_t dlen,
+		      struct rx_out *o)
 {
+	(void)data, (void)dlen;
+	struct completion *c = &o->c;
 	struct task *t = task_lookup(s, h->itt);
 	if (!t || t->cmd.dir != ISCSI_DIR_READ)
 		return -EPROTO;
@@ -616,7 +710,6 @@ static int rx_data_in(struct iscsi_session *s, const struct iscsi_bhs *h, struct
 		return 0;
 	if (!h->final)
 		return -EPROTO;
-	update_statsn(s, h->u.data_in.statsn);
 	memset(&c->res, 0, sizeof(c->res));
 	c->res.status = h->u.data_in.status;
 	set_residual(&c->res, t->cmd.len, h->u.data_in.underflow, h->u.data_in.overflow, h->u.data_in.residual);
@@ -629,19 +722,20 @@ static int rx_data_in(struct iscsi_session *s, const struct iscsi_bhs *h, struct
 		c->res.xfer_len = t->rx_offset;
 	}
 	task_finish(s, t, c);
-	*done = true;
+	o->done = true;
 	return 0;
 }
 
-static int rx_scsi_rsp(struct iscsi_session *s, const struct iscsi_bhs *h, const uint8_t *data,
-		       uint32_t dlen, struct completion *c, bool *done)
+/* SCSI Response (§11.4): status, sense and residual of a command; it ends the task. */
+static int rx_scsi_rsp(struct iscsi_session *s, const struct iscsi_bhs *h, const uint8_t *data, uint32_t dlen,
+		       struct rx_out *o)
 {
+	struct completion *c = &o->c;
 	struct task *t = task_lookup(s, h->itt);
 	if (!t) {
 		log_err("SCSI Response for unknown ITT 0x%08x", h->itt);
 		return -EPROTO;
 	}
-	update_statsn(s, h->u.rsp.statsn);
 	memset(&c->res, 0, sizeof(c->res));
 	if (h->u.rsp.response != 0) {
 		c->res.err = -EIO; /* target failure (§11.4.3) */
@@ -688,12 +782,15 @@ static int rx_scsi_rsp(struct iscsi_session *s, const struct iscsi_bhs *h, const
 		c->res.xfer_len = t->rx_offset;
 	}
 	task_finish(s, t, c);
-	*done = true;
+	o->done = true;
 	return 0;
 }
 
-static int rx_r2t(struct iscsi_session *s, const struct iscsi_bhs *h)
+/* R2T (§11.8): queue a solicited burst of Data-Out for a WRITE. */
+static int rx_r2t(struct iscsi_session *s, const struct iscsi_bhs *h, const uint8_t *data, uint32_t dlen,
+		  struct rx_out *o)
 {
+	(void)data, (void)dlen, (void)o;
 	struct task *t = task_lookup(s, h->itt);
 	uint32_t off = h->u.r2t.offset, len = h->u.r2t.length;
 	if (!t || t->cmd.dir != ISCSI_DIR_WRITE) {
@@ -747,15 +844,9 @@ static bool reissue_now(struct iscsi_session *s, struct task *t)
 	task_reset(t);
 	t->tx_pending = pending;
 	t->gen++;
-	if (t->gen >= 0xfffc)
-		t->gen = 0;
-	t->itt = ((uint32_t)t->gen << 16) | t->index;
+	task_assign_itt(t);
 	t->submit_ms = clk_now_ms();
-	if (s->win_tail)
-		s->win_tail->next = t;
-	else
-		s->win_head = t;
-	s->win_tail = t;
+	winq_push(s, t);
 	return false;
 }
 
@@ -763,8 +854,10 @@ static unsigned complete_tasks(struct iscsi_session *s, bool (*pick)(const struc
 static bool pick_doomed(const struct task *t);
 
 /* Task Management Function Response (§11.6) to our ABORT TASK or LOGICAL UNIT RESET. */
-static int rx_tmf_rsp(struct iscsi_session *s, const struct iscsi_bhs *h)
+static int rx_tmf_rsp(struct iscsi_session *s, const struct iscsi_bhs *h, const uint8_t *data, uint32_t dlen,
+		      struct rx_out *o)
 {
+	(void)data, (void)dlen, (void)o;
 	if (!s->tmf_sent || h->itt != s->tmf_itt) {
 		log_warn("Task Management Response we did not ask for (ITT 0x%08x): ignored", h->itt);
 		return 0;
@@ -794,7 +887,7 @@ static int rx_tmf_rsp(struct iscsi_session *s, const struct iscsi_bhs *h)
 	if (abort) {
 		log_err("ABORT TASK for ITT 0x%08x refused (response %u): LOGICAL UNIT RESET", s->tmf_rtt, r);
 		s->tmf_function = ISCSI_TMF_LUN_RESET;
-		s->tmf_itt = 0xfffc0000u | ((s->tmf_itt + 1) & 0xffffu);
+		s->tmf_itt = itt_next_reserved(ITT_GEN_TMF, s->tmf_itt);
 		s->tmf_want = true;
 		return 0;
 	}
@@ -802,9 +895,11 @@ static int rx_tmf_rsp(struct iscsi_session *s, const struct iscsi_bhs *h)
 	return -ETIMEDOUT;
 }
 
-static int rx_reject(struct iscsi_session *s, const struct iscsi_bhs *h, const uint8_t *data,
-		     uint32_t dlen, struct completion *c, bool *done)
+/* Reject (§11.17): a rejected SCSI Command may be re-issued or fails; any other rejected PDU drops the connection. */
+static int rx_reject(struct iscsi_session *s, const struct iscsi_bhs *h, const uint8_t *data, uint32_t dlen,
+		     struct rx_out *o)
 {
+	struct completion *c = &o->c;
 	if (dlen < ISCSI_BHS_LEN) {
 		log_err("Reject (reason 0x%02x) without the rejected header", h->u.reject.reason);
 		return -EPROTO;
@@ -826,19 +921,12 @@ static int rx_reject(struct iscsi_session *s, const struct iscsi_bhs *h, const u
 		memset(&c->res, 0, sizeof(c->res));
 		c->res.err = -EIO;
 		task_finish(s, t, c);
-		*done = true;
+		o->done = true;
 		return 0;
 	}
 	/* A rejected Data-Out or other PDU leaves the session unsure: drop it (ERL 0). */
 	return -EPROTO;
 }
-
-/* A SCSI asynchronous event for the caller's hook, which runs after the lock is released. */
-struct async_sense {
-	bool have;
-	uint64_t lun;
-	struct scsi_sense sense;
-};
 
 /*
  * Milliseconds for a number of seconds a target asks us to wait (Time2Wait
@@ -868,8 +956,9 @@ static int64_t target_secs_ms(uint32_t secs, const char *what)
  * Lock held.  0, or a negative errno to drop the connection.
  */
 static int rx_async(struct iscsi_session *s, const struct iscsi_bhs *h, const uint8_t *data, uint32_t dlen,
-		    struct async_sense *ev)
+		    struct rx_out *o)
 {
+	struct async_sense *ev = &o->ev;
 	switch (h->u.async.event) {
 	case 0: {
 		uint32_t slen = dlen >= 2 ? be16_get(data) : 0;
@@ -925,13 +1014,158 @@ static int rx_async(struct iscsi_session *s, const struct iscsi_bhs *h, const ui
 	}
 }
 
+/*
+ * The ExpCmdSN/MaxCmdSN (§4.2.2.1) and StatSN (§4.2.2.2) a target PDU
+ * carries, applied once per PDU before its handler.  StatSN counts only
+ * where it numbers a status: a Data-In with status, a SCSI or TMF
+ * Response, a Logout Response, an Async Message, and a NOP-In answering
+ * our ping (a NOP-In with the reserved ITT does not advance StatSN,
+ * §11.19.4); Data-In without status updates nothing.
+ */
+static void rx_update_sn(struct iscsi_session *s, const struct iscsi_bhs *h)
+{
+	uint32_t exp, max, statsn = 0;
+	bool has_statsn = true;
+	switch (h->opcode) {
+	case ISCSI_OP_DATA_IN:
+		if (!h->u.data_in.status_present)
+			return;
+		exp = h->u.data_in.expcmdsn, max = h->u.data_in.maxcmdsn, statsn = h->u.data_in.statsn;
+		break;
+	case ISCSI_OP_SCSI_RSP:
+		exp = h->u.rsp.expcmdsn, max = h->u.rsp.maxcmdsn, statsn = h->u.rsp.statsn;
+		break;
+	case ISCSI_OP_R2T:
+		exp = h->u.r2t.expcmdsn, max = h->u.r2t.maxcmdsn, has_statsn = false;
+		break;
+	case ISCSI_OP_NOP_IN:
+		exp = h->u.nop.expcmdsn, max = h->u.nop.maxcmdsn, statsn = h->u.nop.statsn;
+		has_statsn = h->itt != ISCSI_RESERVED_TAG;
+		break;
+	case ISCSI_OP_LOGOUT_RSP:
+		exp = h->u.logout.expcmdsn, max = h->u.logout.maxcmdsn, statsn = h->u.logout.statsn;
+		break;
+	case ISCSI_OP_ASYNC_MSG:
+		exp = h->u.async.expcmdsn, max = h->u.async.maxcmdsn, statsn = h->u.async.statsn;
+		break;
+	case ISCSI_OP_REJECT:
+		exp = h->u.reject.expcmdsn, max = h->u.reject.maxcmdsn, has_statsn = false;
+		break;
+	case ISCSI_OP_TEXT_RSP: /* decoded into u.text, not u.tmf_rsp */
+		exp = h->u.text.expcmdsn, max = h->u.text.maxcmdsn, has_statsn = false;
+		break;
+	case ISCSI_OP_TASK_MGMT_RSP:
+		exp = h->u.tmf_rsp.expcmdsn, max = h->u.tmf_rsp.maxcmdsn, statsn = h->u.tmf_rsp.statsn;
+		break;
+	default:
+		return;
+	}
+	update_cmdsn(s, exp, max);
+	if (has_statsn)
+		update_statsn(s, statsn);
+}
+
+/* NOP-In (§11.19): the answer to our ping, and/or the target's ping asking for a NOP-Out echo. */
+static int rx_nop_in(struct iscsi_session *s, const struct iscsi_bhs *h, const uint8_t *data, uint32_t dlen,
+		     struct rx_out *o)
+{
+	(void)o;
+	if (h->itt != ISCSI_RESERVED_TAG) {
+		if (h->itt != s->ping_itt || !s->ping_sent) {
+			log_err("NOP-In answering a NOP-Out we did not send (ITT 0x%08x)", h->itt);
+			return -EPROTO;
+		}
+		s->ping_sent = false;
+		s->ping_itt = itt_next_reserved(ITT_GEN_PING, s->ping_itt);
+	}
+	if (h->u.nop.ttt == ISCSI_RESERVED_TAG)
+		return 0;
+	/* The target asks for a NOP-Out echoing its ping data (§11.19), into a buffer not being sent. */
+	int b = s->nop_reply ? (int)s->nop_next : !s->nop_buf[0].busy ? 0 : !s->nop_buf[1].busy ? 1 : -1;
+	if (b < 0) {
+		log_debug("NOP-In ping (TTT 0x%08x) while two answers are being sent: not answered", h->u.nop.ttt);
+		return 0;
+	}
+	s->nop_reply = true;
+	s->nop_next = (unsigned)b;
+	s->nop_ttt = h->u.nop.ttt;
+	s->nop_lun = h->lun;
+	s->nop_dlen = dlen < NOP_DATA_MAX ? dlen : NOP_DATA_MAX;
+	if (s->nop_dlen)
+		memcpy(s->nop_buf[b].data, data, s->nop_dlen);
+	return 0;
+}
+
+/* Logout Response (§11.15) to our Logout Request. */
+static int rx_logout_rsp(struct iscsi_session *s, const struct iscsi_bhs *h, const uint8_t *data, uint32_t dlen,
+			 struct rx_out *o)
+{
+	(void)data, (void)dlen, (void)o;
+	if (!s->logout_sent || h->itt != s->logout_itt) {
+		log_err("Logout Response we did not ask for (ITT 0x%08x)", h->itt);
+		return -EPROTO;
+	}
+	if (h->u.logout.response != 0)
+		log_warn("logout response %u", h->u.logout.response);
+	s->logout_done = true;
+	pthread_cond_broadcast(&s->state_cv);
+	if (!s->logout_relogin)
+		return 0;
+	/* Logged out as the target asked: log in again after its Time2Wait. */
+	s->drop_reason = s->relogin_reason;
+	s->reconnect_delay_ms = target_secs_ms(h->u.logout.time2wait, "Time2Wait");
+	(void)target_secs_ms(h->u.logout.time2retain, "Time2Retain"); /* ERL 0: nothing is retained */
+	return -ECONNRESET;
+}
+
+/* Text Response (§11.11): nothing of ours asks for one in the full feature phase; its SNs count. */
+static int rx_text_rsp(struct iscsi_session *s, const struct iscsi_bhs *h, const uint8_t *data, uint32_t dlen,
+		       struct rx_out *o)
+{
+	(void)s, (void)h, (void)data, (void)dlen, (void)o;
+	return 0;
+}
+
+/* The handler of each target opcode in the full feature phase (SPDK's iscsi_pdu_hdr_op_<op>). */
+static int rx_dispatch(struct iscsi_session *s, const struct iscsi_bhs *h, const uint8_t *data, uint32_t dlen,
+		       struct rx_out *o)
+{
+	switch (h->opcode) {
+	case ISCSI_OP_DATA_IN:
+		return rx_data_in(s, h, data, dlen, o);
+	case ISCSI_OP_SCSI_RSP:
+		return rx_scsi_rsp(s, h, data, dlen, o);
+	case ISCSI_OP_R2T:
+		return rx_r2t(s, h, data, dlen, o);
+	case ISCSI_OP_NOP_IN:
+		return rx_nop_in(s, h, data, dlen, o);
+	case ISCSI_OP_LOGOUT_RSP:
+		return rx_logout_rsp(s, h, data, dlen, o);
+	case ISCSI_OP_ASYNC_MSG:
+		return rx_async(s, h, data, dlen, o);
+	case ISCSI_OP_REJECT:
+		return rx_reject(s, h, data, dlen, o);
+	case ISCSI_OP_TEXT_RSP:
+		return rx_text_rsp(s, h, data, dlen, o);
+	case ISCSI_OP_TASK_MGMT_RSP:
+		return rx_tmf_rsp(s, h, data, dlen, o);
+	default:
+		log_err("unexpected %s PDU in the full feature phase", iscsi_opcode_name(h->opcode));
+		return -EPROTO;
+	}
+}
+
+/*
+ * A whole PDU from the target: sequence numbers first (rx_update_sn), then
+ * its handler, then the CmdSN window; a completion or an asynchronous
+ * event runs after the lock is released.  The event thread flushes tx
+ * after every receive, so nothing here kicks it.
+ */
 static int hook_rx_pdu(void *arg, const uint8_t *bhs, const uint8_t *data, uint32_t dlen)
 {
 	struct iscsi_session *s = arg;
 	struct iscsi_bhs h;
-	struct completion c = {0};
-	struct async_sense ev = {0};
-	bool done = false, kick = false;
+	struct rx_out o = {0};
 	int rc = iscsi_bhs_decode(bhs, &h);
 	if (rc) {
 		log_err("received PDU with unexpected opcode 0x%02x", bhs[0] & 0x3f);
@@ -944,109 +1178,23 @@ static int hook_rx_pdu(void *arg, const uint8_t *bhs, const uint8_t *data, uint3
 		s->event_thread_known = true;
 	}
 	s->last_rx_ms = clk_now_ms();
-	switch (h.opcode) {
-	case ISCSI_OP_DATA_IN:
-		if (h.u.data_in.status_present)
-			update_cmdsn(s, h.u.data_in.expcmdsn, h.u.data_in.maxcmdsn);
-		rc = rx_data_in(s, &h, &c, &done);
-		break;
-	case ISCSI_OP_SCSI_RSP:
-		update_cmdsn(s, h.u.rsp.expcmdsn, h.u.rsp.maxcmdsn);
-		rc = rx_scsi_rsp(s, &h, data, dlen, &c, &done);
-		break;
-	case ISCSI_OP_R2T:
-		update_cmdsn(s, h.u.r2t.expcmdsn, h.u.r2t.maxcmdsn);
-		rc = rx_r2t(s, &h);
-		kick = rc == 0;
-		break;
-	case ISCSI_OP_NOP_IN:
-		update_cmdsn(s, h.u.nop.expcmdsn, h.u.nop.maxcmdsn);
-		if (h.itt != ISCSI_RESERVED_TAG) {
-			if (h.itt != s->ping_itt || !s->ping_sent) {
-				log_err("NOP-In answering a NOP-Out we did not send (ITT 0x%08x)", h.itt);
-				rc = -EPROTO;
-				break;
-			}
-			s->ping_sent = false;
-			s->ping_itt = 0xfffd0000u | ((s->ping_itt + 1) & 0xffffu);
-			update_statsn(s, h.u.nop.statsn);
-		}
-		if (h.u.nop.ttt != ISCSI_RESERVED_TAG) {
-			/* The target asks for a NOP-Out echoing its ping data (§11.19), into a buffer not being sent. */
-			int b = s->nop_reply ? (int)s->nop_next : !s->nop_buf[0].busy ? 0 : !s->nop_buf[1].busy ? 1 : -1;
-			if (b < 0) {
-				log_debug("NOP-In ping (TTT 0x%08x) while two answers are being sent: not answered",
-					  h.u.nop.ttt);
-				break;
-			}
-			s->nop_reply = true;
-			s->nop_next = (unsigned)b;
-			s->nop_ttt = h.u.nop.ttt;
-			s->nop_lun = h.lun;
-			s->nop_dlen = dlen < NOP_DATA_MAX ? dlen : NOP_DATA_MAX;
-			if (s->nop_dlen)
-				memcpy(s->nop_buf[b].data, data, s->nop_dlen);
-			kick = true;
-		}
-		break;
-	case ISCSI_OP_LOGOUT_RSP:
-		if (!s->logout_sent || h.itt != s->logout_itt) {
-			log_err("Logout Response we did not ask for (ITT 0x%08x)", h.itt);
-			rc = -EPROTO;
-			break;
-		}
-		update_cmdsn(s, h.u.logout.expcmdsn, h.u.logout.maxcmdsn);
-		update_statsn(s, h.u.logout.statsn);
-		if (h.u.logout.response != 0)
-			log_warn("logout response %u", h.u.logout.response);
-		s->logout_done = true;
-		pthread_cond_broadcast(&s->state_cv);
-		if (s->logout_relogin) {
-			/* Logged out as the target asked: log in again after its Time2Wait. */
-			s->drop_reason = s->relogin_reason;
-			s->reconnect_delay_ms = target_secs_ms(h.u.logout.time2wait, "Time2Wait");
-			(void)target_secs_ms(h.u.logout.time2retain, "Time2Retain"); /* ERL 0: nothing is retained */
-			rc = -ECONNRESET;
-		}
-		break;
-	case ISCSI_OP_ASYNC_MSG:
-		update_cmdsn(s, h.u.async.expcmdsn, h.u.async.maxcmdsn);
-		update_statsn(s, h.u.async.statsn);
-		rc = rx_async(s, &h, data, dlen, &ev);
-		kick = true;
-		break;
-	case ISCSI_OP_REJECT:
-		update_cmdsn(s, h.u.reject.expcmdsn, h.u.reject.maxcmdsn);
-		rc = rx_reject(s, &h, data, dlen, &c, &done);
-		break;
-	case ISCSI_OP_TEXT_RSP: /* decoded into u.text, not u.tmf_rsp */
-		update_cmdsn(s, h.u.text.expcmdsn, h.u.text.maxcmdsn);
-		break;
-	case ISCSI_OP_TASK_MGMT_RSP:
-		update_cmdsn(s, h.u.tmf_rsp.expcmdsn, h.u.tmf_rsp.maxcmdsn);
-		update_statsn(s, h.u.tmf_rsp.statsn);
-		rc = rx_tmf_rsp(s, &h);
-		break;
-	default:
-		log_err("unexpected %s PDU in the full feature phase", iscsi_opcode_name(h.opcode));
-		rc = -EPROTO;
-	}
-	if (window_admit(s))
-		kick = true;
+	rx_update_sn(s, &h);
+	rc = rx_dispatch(s, &h, data, dlen, &o);
+	window_admit(s);
 	pthread_mutex_unlock(&s->lock);
-	if (done)
-		run_completion(&c);
-	if (ev.have)
-		s->cfg.on_async_sense(s->cfg.async_arg, ev.lun, &ev.sense);
-	(void)kick; /* the event thread flushes tx after every receive */
+	if (o.done)
+		run_completion(&o.c);
+	if (o.ev.have)
+		s->cfg.on_async_sense(s->cfg.async_arg, o.ev.lun, &o.ev.sense);
 	return rc;
 }
 
 static void hook_tx_done(void *arg, const struct iscsi_tx_slot *slots, int n)
 {
 	struct iscsi_session *s = arg;
-	struct completion done[64];
+	struct completion done[ISCSI_TX_BATCH_MAX];
 	int ndone = 0;
+	assert(n <= ISCSI_TX_BATCH_MAX); /* one completion per slot at most */
 	pthread_mutex_lock(&s->lock);
 	for (int i = 0; i < n; i++) {
 		if (slots[i].owner == &s->nop_buf[0] || slots[i].owner == &s->nop_buf[1]) {
@@ -1056,7 +1204,7 @@ static void hook_tx_done(void *arg, const struct iscsi_tx_slot *slots, int n)
 		struct task *t = slots[i].owner;
 		if (!t || !t->tx_pending)
 			continue;
-		if (--t->tx_pending == 0 && t->done_deferred && ndone < 64) {
+		if (--t->tx_pending == 0 && t->done_deferred && ndone < ISCSI_TX_BATCH_MAX) {
 			t->done_deferred = false;
 			done[ndone].res = t->deferred_res;
 			task_finish(s, t, &done[ndone]);
@@ -1176,6 +1324,109 @@ static void hook_conn_lost(void *arg, int err)
 }
 
 /*
+ * A task management request unanswered for cmd_timeout/2 (TMF_TIMEOUT_MIN_MS
+ * .. TMF_TIMEOUT_MAX_MS): ABORT TASK escalates to LOGICAL UNIT RESET, an
+ * unanswered LU RESET drops the connection (-ETIMEDOUT).  Lock held.
+ */
+static int tick_tmf(struct iscsi_session *s, int64_t now, bool *kick)
+{
+	int64_t limit = s->cfg.cmd_timeout_ms / 2;
+	limit = limit < TMF_TIMEOUT_MIN_MS ? TMF_TIMEOUT_MIN_MS : limit > TMF_TIMEOUT_MAX_MS ? TMF_TIMEOUT_MAX_MS : limit;
+	if (now - s->tmf_sent_ms <= limit)
+		return 0;
+	s->tmf_sent = false;
+	if (s->tmf_function != ISCSI_TMF_ABORT_TASK) {
+		log_err("no answer to LOGICAL UNIT RESET within %lld ms: dropping the connection", (long long)limit);
+		return -ETIMEDOUT;
+	}
+	log_err("no answer to ABORT TASK for ITT 0x%08x within %lld ms: LOGICAL UNIT RESET", s->tmf_rtt,
+		(long long)limit);
+	s->tmf_function = ISCSI_TMF_LUN_RESET;
+	s->tmf_itt = itt_next_reserved(ITT_GEN_TMF, s->tmf_itt);
+	s->tmf_want = *kick = true;
+	return 0;
+}
+
+/*
+ * The first command older than cmd_timeout_ms: ABORT TASK for it (§11.5.1),
+ * or, never sent (the CmdSN window stayed closed) or stuck in the
+ * transport, a drop of the connection (-ETIMEDOUT).  Lock held.
+ */
+static int tick_cmd_timeout(struct iscsi_session *s, int64_t now, bool *kick)
+{
+	for (unsigned i = 0; i < s->ntasks; i++) {
+		struct task *t = &s->tasks[i];
+		if (!t->in_use || now - t->submit_ms <= s->cfg.cmd_timeout_ms)
+			continue;
+		if (!t->cmd_sent || t->done_deferred) {
+			log_err("command 0x%02x (ITT 0x%08x) not sent within %d s: dropping the connection",
+				t->cmd.cdb[0], t->itt, s->cfg.cmd_timeout_ms / 1000);
+			t->stalled = true;
+			return -ETIMEDOUT;
+		}
+		log_err("command 0x%02x (ITT 0x%08x) not answered within %d s: ABORT TASK", t->cmd.cdb[0],
+			t->itt, s->cfg.cmd_timeout_ms / 1000);
+		s->tmf_function = ISCSI_TMF_ABORT_TASK;
+		s->tmf_lun = t->cmd.lun;
+		s->tmf_rtt = t->itt;
+		s->tmf_refcmdsn = t->cmdsn;
+		s->tmf_itt = itt_next_reserved(ITT_GEN_TMF, s->tmf_itt);
+		s->tmf_want = *kick = true;
+		return 0;
+	}
+	return 0;
+}
+
+/*
+ * A logout the target asked for (AsyncEvent 1 or 4): sent once no command
+ * is in flight or at relogin_deadline_ms; no Logout Response within 5 s
+ * drops the connection (-ETIMEDOUT).  Lock held.
+ */
+static int tick_relogin(struct iscsi_session *s, int64_t now, bool *kick)
+{
+	if (s->relogin_pending && !s->logout_want) {
+		bool inflight = false;
+		for (unsigned i = 0; i < s->ntasks && !inflight; i++)
+			inflight = s->tasks[i].in_use && s->tasks[i].cmd_sent;
+		if (!inflight || now >= s->relogin_deadline_ms) {
+			s->logout_want = s->logout_relogin = true;
+			*kick = true;
+		}
+	}
+	if (s->logout_relogin && s->logout_sent && now - s->logout_sent_ms > 5000) {
+		log_err("no Logout Response within 5 s: dropping the connection");
+		s->drop_reason = s->relogin_reason;
+		return -ETIMEDOUT;
+	}
+	return 0;
+}
+
+/*
+ * Keep-alive (§11.18): a NOP-Out ping after noop_interval_ms without a PDU;
+ * no PDU within noop_timeout_ms of it drops the connection (-ETIMEDOUT).
+ * Lock held.
+ */
+static int tick_ping(struct iscsi_session *s, int64_t now, bool *kick)
+{
+	if (s->cfg.noop_interval_ms <= 0 || s->logout_want)
+		return 0;
+	int64_t quiet_since = s->last_rx_ms;
+	if (s->ping_sent) {
+		if (s->ping_sent_ms > quiet_since)
+			quiet_since = s->ping_sent_ms;
+		if (now - quiet_since > s->cfg.noop_timeout_ms) {
+			log_err("no answer to a NOP-Out ping within %d s: dropping the connection",
+				s->cfg.noop_timeout_ms / 1000);
+			return -ETIMEDOUT;
+		}
+	} else if (!s->ping_want && now - quiet_since >= s->cfg.noop_interval_ms) {
+		s->ping_want = true;
+		*kick = true;
+	}
+	return 0;
+}
+
+/*
  * Deadlines and keep-alive, once a second on the event thread.  A command
  * older than cmd_timeout_ms, or no PDU at all within noop_timeout_ms of a
  * ping, drops the connection (ERL 0: every outstanding command then fails).
@@ -1192,75 +1443,14 @@ static int hook_tick(void *arg, int64_t now)
 		pthread_mutex_unlock(&s->lock);
 		return 0;
 	}
-	if (s->tmf_sent) {
-		int64_t limit = s->cfg.cmd_timeout_ms / 2;
-		limit = limit < TMF_TIMEOUT_MIN_MS ? TMF_TIMEOUT_MIN_MS : limit > TMF_TIMEOUT_MAX_MS ? TMF_TIMEOUT_MAX_MS : limit;
-		if (now - s->tmf_sent_ms > limit) {
-			s->tmf_sent = false;
-			if (s->tmf_function == ISCSI_TMF_ABORT_TASK) {
-				log_err("no answer to ABORT TASK for ITT 0x%08x within %lld ms: LOGICAL UNIT RESET", s->tmf_rtt,
-					(long long)limit);
-				s->tmf_function = ISCSI_TMF_LUN_RESET;
-				s->tmf_itt = 0xfffc0000u | ((s->tmf_itt + 1) & 0xffffu);
-				s->tmf_want = kick = true;
-			} else {
-				log_err("no answer to LOGICAL UNIT RESET within %lld ms: dropping the connection", (long long)limit);
-				rc = -ETIMEDOUT;
-			}
-		}
-	} else if (!s->tmf_want && s->cfg.cmd_timeout_ms > 0) {
-		for (unsigned i = 0; i < s->ntasks; i++) {
-			struct task *t = &s->tasks[i];
-			if (!t->in_use || now - t->submit_ms <= s->cfg.cmd_timeout_ms)
-				continue;
-			if (!t->cmd_sent || t->done_deferred) {
-				/* Never sent (the CmdSN window stayed closed) or stuck in the transport. */
-				log_err("command 0x%02x (ITT 0x%08x) not sent within %d s: dropping the connection",
-					t->cmd.cdb[0], t->itt, s->cfg.cmd_timeout_ms / 1000);
-				t->stalled = true;
-				rc = -ETIMEDOUT;
-				break;
-			}
-			log_err("command 0x%02x (ITT 0x%08x) not answered within %d s: ABORT TASK", t->cmd.cdb[0],
-				t->itt, s->cfg.cmd_timeout_ms / 1000);
-			s->tmf_function = ISCSI_TMF_ABORT_TASK;
-			s->tmf_lun = t->cmd.lun;
-			s->tmf_rtt = t->itt;
-			s->tmf_refcmdsn = t->cmdsn;
-			s->tmf_itt = 0xfffc0000u | ((s->tmf_itt + 1) & 0xffffu);
-			s->tmf_want = kick = true;
-			break;
-		}
-	}
-	if (!rc && s->relogin_pending && !s->logout_want) {
-		bool inflight = false;
-		for (unsigned i = 0; i < s->ntasks && !inflight; i++)
-			inflight = s->tasks[i].in_use && s->tasks[i].cmd_sent;
-		if (!inflight || now >= s->relogin_deadline_ms) {
-			s->logout_want = s->logout_relogin = true;
-			kick = true;
-		}
-	}
-	if (!rc && s->logout_relogin && s->logout_sent && now - s->logout_sent_ms > 5000) {
-		log_err("no Logout Response within 5 s: dropping the connection");
-		s->drop_reason = s->relogin_reason;
-		rc = -ETIMEDOUT;
-	}
-	if (!rc && s->cfg.noop_interval_ms > 0 && !s->logout_want) {
-		int64_t quiet_since = s->last_rx_ms;
-		if (s->ping_sent) {
-			if (s->ping_sent_ms > quiet_since)
-				quiet_since = s->ping_sent_ms;
-			if (now - quiet_since > s->cfg.noop_timeout_ms) {
-				log_err("no answer to a NOP-Out ping within %d s: dropping the connection",
-					s->cfg.noop_timeout_ms / 1000);
-				rc = -ETIMEDOUT;
-			}
-		} else if (!s->ping_want && now - quiet_since >= s->cfg.noop_interval_ms) {
-			s->ping_want = true;
-			kick = true;
-		}
-	}
+	if (s->tmf_sent)
+		rc = tick_tmf(s, now, &kick);
+	else if (!s->tmf_want && s->cfg.cmd_timeout_ms > 0)
+		rc = tick_cmd_timeout(s, now, &kick);
+	if (!rc)
+		rc = tick_relogin(s, now, &kick);
+	if (!rc)
+		rc = tick_ping(s, now, &kick);
 	if (kick)
 		s->t->ops->kick(s->t);
 	pthread_mutex_unlock(&s->lock);
@@ -1442,15 +1632,9 @@ static unsigned requeue_parked(struct iscsi_session *s)
 		struct task *t = s->sorted[i];
 		task_reset(t);
 		t->gen++;
-		if (t->gen >= 0xfffc) /* 0xfffc..0xffff: TMF, pings, Logout, the reserved tag */
-			t->gen = 0;
-		t->itt = ((uint32_t)t->gen << 16) | t->index;
+		task_assign_itt(t);
 		t->submit_ms = now;
-		if (s->win_tail)
-			s->win_tail->next = t;
-		else
-			s->win_head = t;
-		s->win_tail = t;
+		winq_push(s, t);
 	}
 	window_admit(s);
 	return n;
@@ -1501,16 +1685,17 @@ static void recovery_wait(struct iscsi_session *s, int64_t until)
 }
 
 /*
- * One recovery: reconnect with back-off until logged in (or closing), start
- * the new connection and re-issue the parked commands.  Lock held.
+ * Reconnect with capped, jittered exponential back-off (RECONNECT_BASE_MS
+ * doubling to RECONNECT_MAX_MS, +-25%) until logged in, into *nt and *lr,
+ * or closing (then *nt is NULL).  The first attempt waits for the target's
+ * Time2Wait, at most half the replacement timeout.  Returns the attempts
+ * made.  Lock held (dropped around each connect and login).
  */
-static void recover(struct iscsi_session *s)
+static unsigned recover_connect(struct iscsi_session *s, struct iscsi_transport **nt, struct iscsi_login_result *lr)
 {
 	int64_t delay = 0, first = s->reconnect_delay_ms;
 	unsigned attempts = 0;
 	char err[256];
-	struct iscsi_login_result lr;
-	struct iscsi_transport *nt = NULL;
 	int timeout_ms = s->cfg.timeout_ms > 0 ? s->cfg.timeout_ms : 15000;
 
 	s->reconnect_delay_ms = 0;
@@ -1522,8 +1707,10 @@ static void recover(struct iscsi_session *s)
 	}
 	for (;;) {
 		recovery_wait(s, clk_now_ms() + (attempts ? delay : first));
-		if (s->closing)
-			return;
+		if (s->closing) {
+			*nt = NULL;
+			return attempts;
+		}
 		/*
 		 * The whole connect and login ends within the login timeout and,
 		 * until it passed, by the replacement deadline: recovery_wait then
@@ -1536,7 +1723,7 @@ static void recover(struct iscsi_session *s)
 		pthread_mutex_unlock(&s->lock);
 		attempts++;
 		err[0] = '\0';
-		int rc = connect_login(s, timeout_ms, deadline, &nt, &lr, err, sizeof(err));
+		int rc = connect_login(s, timeout_ms, deadline, nt, lr, err, sizeof(err));
 		pthread_mutex_lock(&s->lock);
 		s->attempt_deadline_ms = 0;
 		if (!s->closing) {
@@ -1554,6 +1741,20 @@ static void recover(struct iscsi_session *s)
 			delay = RECONNECT_MAX_MS;
 		delay = delay * 3 / 4 + (int64_t)(random() % (delay / 2 + 1));
 	}
+	return attempts;
+}
+
+/*
+ * One recovery: reconnect (recover_connect), start the new connection and
+ * re-issue the parked commands (RFC 7143 §6.3.5, ERL 0).  Lock held.
+ */
+static void recover(struct iscsi_session *s)
+{
+	struct iscsi_login_result lr;
+	struct iscsi_transport *nt = NULL;
+	unsigned attempts = recover_connect(s, &nt, &lr);
+	if (!nt)
+		return;
 	if (s->closing) {
 		pthread_mutex_unlock(&s->lock);
 		nt->ops->shutdown(nt);
@@ -1653,7 +1854,7 @@ int iscsi_session_open(const struct iscsi_session_config *cfg, struct iscsi_sess
 	s->cfg.queue_depth = qd;
 	if (s->cfg.replacement_timeout_ms < 0)
 		s->cfg.replacement_timeout_ms = 0;
-	s->ntasks = 2 * qd + 8; /* worker submissions use qd; completions may chain more */
+	s->ntasks = 2 * qd + 8; /* worker submissions use qd; completions may chain more (TASKS_MAX at most) */
 	s->tasks = calloc(s->ntasks, sizeof(*s->tasks));
 	s->sorted = calloc(s->ntasks, sizeof(*s->sorted));
 	pthread_mutex_init(&s->lock, NULL);
@@ -1694,8 +1895,8 @@ int iscsi_session_open(const struct iscsi_session_config *cfg, struct iscsi_sess
 		return rc;
 	}
 	adopt_login(s, t, &lr);
-	s->logout_itt = 0xfffe0000u; /* outside the task table's index range */
-	s->ping_itt = 0xfffd0000u;
+	s->logout_itt = itt_make(ITT_GEN_LOGOUT, 0);
+	s->ping_itt = itt_make(ITT_GEN_PING, 0);
 	if (s->cfg.noop_interval_ms > 0 && s->cfg.noop_timeout_ms <= 0)
 		s->cfg.noop_timeout_ms = 5000;
 	s->state = SS_UP;
@@ -1755,11 +1956,7 @@ int iscsi_session_submit(struct iscsi_session *s, const struct iscsi_cmd *cmd)
 	t->seq = s->next_seq++;
 	t->submit_ms = clk_now_ms();
 	t->submit_us = clk_now_us();
-	t->itt = ((uint32_t)gen << 16) | index;
-	if (t->gen >= 0xfffc) { /* 0xfffc..0xffff: TMF, pings, Logout, the reserved tag */
-		t->gen = 0;
-		t->itt = index;
-	}
+	task_assign_itt(t);
 	s->outstanding++;
 	if (!ev)
 		s->worker_outstanding++;
@@ -1772,12 +1969,7 @@ int iscsi_session_submit(struct iscsi_session *s, const struct iscsi_cmd *cmd)
 		txq_push(s, t);
 		s->t->ops->kick(s->t); /* under the lock: s->t cannot be replaced meanwhile */
 	} else {
-		t->next = NULL;
-		if (s->win_tail)
-			s->win_tail->next = t;
-		else
-			s->win_head = t;
-		s->win_tail = t;
+		winq_push(s, t);
 	}
 	pthread_mutex_unlock(&s->lock);
 	return 0;

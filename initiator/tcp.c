@@ -22,6 +22,7 @@
  * matched.  A mismatch logs one line and drops the connection (ERL 0).
  * Transmit digests live in per-slot storage: no allocation either.
  */
+#include <assert.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
@@ -48,6 +49,7 @@
 #include "transport.h"
 
 #define TX_SLOTS 32
+static_assert(TX_SLOTS <= ISCSI_TX_BATCH_MAX, "a tx_fill batch fits the session's tx_done");
 #define RX_BUF_MIN (256u * 1024u)
 #define AHS_MAX (255u * 4u)
 #define IOV_PER_SLOT 5 /* BHS, header digest, data, padding, data digest */
