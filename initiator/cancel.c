@@ -1,12 +1,12 @@
 /* SPDX-License-Identifier: MIT */
 #include "cancel.h"
 
-#include "clock.h"
-
 #include <errno.h>
 #include <stdint.h>
 #include <sys/eventfd.h>
 #include <unistd.h>
+
+#include "clock.h"
 
 #define POLL_FDS_MAX 4
 

@@ -52,7 +52,7 @@ static inline struct timespec clk_ts_add_ms(struct timespec ts, int64_t ms)
 	return ts;
 }
 
-/* An absolute CLOCK_MONOTONIC time abs_ms (milliseconds, >= 0) as a struct timespec. */
+/* An absolute CLOCK_MONOTONIC time abs_ms (milliseconds, >= 0), or a duration, as a struct timespec. */
 static inline struct timespec clk_ms_ts(int64_t abs_ms)
 {
 	struct timespec ts = {0, 0};

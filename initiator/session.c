@@ -105,7 +105,7 @@ int iscsi_session_open(const struct iscsi_session_config *cfg, struct iscsi_sess
 		if (rc == 0 || !sess_login_busy(&lr) || delay > 2000)
 			break;
 		log_warn("%s: retrying in %lld ms", err, (long long)delay);
-		struct timespec ts = {.tv_sec = delay / 1000, .tv_nsec = (long)(delay % 1000) * 1000000L};
+		struct timespec ts = clk_ms_ts(delay);
 		nanosleep(&ts, NULL);
 	}
 	if (rc) {

@@ -19,6 +19,7 @@
 #include "log.h"
 #include "url.h"
 
+/* The CHAP secrets are wiped, never just freed (RFC 7143 §12.1.3). */
 void sess_wipe_creds(struct iscsi_session *s)
 {
 	explicit_bzero(s->cfg.chap_user, sizeof(s->cfg.chap_user));

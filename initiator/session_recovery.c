@@ -100,6 +100,7 @@ static void lose_connection(struct iscsi_session *s, int err)
 	sess_complete_tasks(s, sess_pick_doomed, 0);
 }
 
+/* conn_lost hook (transport.h), on the dying connection's event thread: recover (err < 0) or fail everything (shutdown). */
 void sess_hook_conn_lost(void *arg, int err)
 {
 	struct iscsi_session *s = arg;

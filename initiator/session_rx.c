@@ -41,6 +41,7 @@ static void update_statsn(struct iscsi_session *s, uint32_t statsn)
 
 static uint16_t be16_get(const uint8_t *p) { return (uint16_t)((p[0] << 8) | p[1]); }
 
+/* rx_data_dest hook: the place of a Data-In's DataSegmentLength bytes in its READ's buffer (§11.7.4 Buffer Offset). */
 int sess_hook_rx_data_dest(void *arg, const uint8_t *bhs, void **dest)
 {
 	struct iscsi_session *s = arg;
@@ -552,6 +553,7 @@ int sess_hook_rx_pdu(void *arg, const uint8_t *bhs, const uint8_t *data, uint32_
 	return rc;
 }
 
+/* task_owns hook: a transport copying into a buffer itself checks that the task still owns it. */
 bool sess_hook_task_owns(void *arg, uint32_t itt, const void *buf, uint32_t len)
 {
 	struct iscsi_session *s = arg;

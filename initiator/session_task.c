@@ -19,6 +19,7 @@
 #include "clock.h"
 #include "latency.h"
 
+/* Append t to the tx queue: it has a PDU to send (no-op when queued). */
 void sess_txq_push(struct iscsi_session *s, struct task *t)
 {
 	if (t->in_txq)
@@ -32,6 +33,7 @@ void sess_txq_push(struct iscsi_session *s, struct task *t)
 	s->tx_tail = t;
 }
 
+/* The next task with something to send, taken off the tx queue; NULL when empty. */
 struct task *sess_txq_pop(struct iscsi_session *s)
 {
 	struct task *t = s->tx_head;
@@ -45,6 +47,7 @@ struct task *sess_txq_pop(struct iscsi_session *s)
 	return t;
 }
 
+/* Take t off the tx queue wherever it is. */
 void sess_txq_remove(struct iscsi_session *s, struct task *t)
 {
 	struct task *prev = NULL;
@@ -98,6 +101,7 @@ bool sess_window_admit(struct iscsi_session *s)
 	return any;
 }
 
+/* O(1): the ITT's low 16 bits index the table; the whole ITT must match (generation). */
 struct task *sess_task_lookup(struct iscsi_session *s, uint32_t itt)
 {
 	uint32_t idx = itt & 0xffff;
@@ -109,6 +113,7 @@ struct task *sess_task_lookup(struct iscsi_session *s, uint32_t itt)
 	return t;
 }
 
+/* Release t's slot into c (see struct completion), or defer while the transport still sends from its buffer. */
 void sess_task_finish(struct iscsi_session *s, struct task *t, struct completion *c)
 {
 	/* A target may answer before we sent all the data it could take. */
@@ -155,8 +160,10 @@ void sess_task_reset(struct task *t)
 /* Callbacks may submit; such submissions never wait for a slot (whatever the thread). */
 static _Thread_local int in_callback;
 
+/* Whether this thread runs a completion callback now. */
 bool sess_in_callback(void) { return in_callback > 0; }
 
+/* Run a completion taken by sess_task_finish; lock NOT held. */
 void sess_run_completion(struct completion *c)
 {
 	if (c->cb) {
@@ -200,6 +207,7 @@ unsigned sess_complete_tasks(struct iscsi_session *s, bool (*pick)(const struct 
 	}
 }
 
+/* sess_complete_tasks pickers. */
 bool sess_pick_any(const struct task *t) { (void)t; return true; }
 
 bool sess_pick_doomed(const struct task *t) { return t->doomed; }

@@ -279,6 +279,7 @@ int sess_hook_tx_fill(void *arg, struct iscsi_tx_slot *slots, int max)
 	return n;
 }
 
+/* tx_done hook: the slots' data was written; a task answered meanwhile completes now. */
 void sess_hook_tx_done(void *arg, const struct iscsi_tx_slot *slots, int n)
 {
 	struct iscsi_session *s = arg;

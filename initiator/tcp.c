@@ -86,7 +86,7 @@ struct tcp_conn {
 
 static const uint8_t zero_pad[4];
 
-/* The tick hook's clock (transport.h): clk_now_ms, for iser.c and lun.c. */
+/* The tick hook's clock (transport.h): clk_now_ms, for login.c, discovery.c and iser.c. */
 int64_t iscsi_now_ms(void) { return clk_now_ms(); }
 
 static int wait_fd(int fd, short events, int64_t deadline)

@@ -19,6 +19,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "../../initiator/clock.h"
 #include "../../initiator/session.h"
 
 #define MAX_CONNS 16
@@ -86,7 +87,7 @@ static int f_connect(struct iscsi_transport **out, void *ctx, const char *host, 
 	c->index = w->conns++;
 	pthread_mutex_unlock(&w->m);
 	pthread_mutex_init(&c->m, NULL);
-	pthread_cond_init(&c->cv, NULL);
+	cr_assert_eq(clk_cond_init(&c->cv), 0);
 	*out = &c->base;
 	return 0;
 }
@@ -224,13 +225,7 @@ static void *f_thread(void *arg)
 		if (n == 0) {
 			pthread_mutex_lock(&c->m);
 			if (!c->kicked && !c->stop) {
-				struct timespec ts;
-				clock_gettime(CLOCK_REALTIME, &ts);
-				ts.tv_nsec += 20 * 1000000L;
-				if (ts.tv_nsec >= 1000000000L) {
-					ts.tv_sec++;
-					ts.tv_nsec -= 1000000000L;
-				}
+				struct timespec ts = clk_deadline_ms(20);
 				pthread_cond_timedwait(&c->cv, &c->m, &ts);
 			}
 			pthread_mutex_unlock(&c->m);
@@ -726,12 +721,10 @@ Test(session, recovery_back_off_sleeps)
 	cr_assert_eq(submit(s, 0), 0);
 	usleep(100000); /* lost and parked */
 	int64_t cpu0 = cpu_ms();
-	struct timespec wall0, wall1;
-	clock_gettime(CLOCK_MONOTONIC, &wall0);
+	int64_t wall0 = clk_now_ms();
 	usleep(1000000);
-	clock_gettime(CLOCK_MONOTONIC, &wall1);
+	int64_t wall = clk_now_ms() - wall0;
 	int64_t cpu = cpu_ms() - cpu0;
-	int64_t wall = (wall1.tv_sec - wall0.tv_sec) * 1000 + (wall1.tv_nsec - wall0.tv_nsec) / 1000000;
 	pthread_mutex_lock(&w.m);
 	int conns = w.conns;
 	pthread_mutex_unlock(&w.m);
