@@ -5,7 +5,8 @@
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdlib.h>
-#include <time.h>
+
+#include "clock.h"
 
 struct blk_retry {
 	pthread_t thread;
@@ -20,18 +21,7 @@ struct blk_retry {
 	atomic_uint_fast64_t retried, delayed, exhausted, uas, ua_capacity, ua_luns;
 };
 
-uint64_t blk_now_ms(void)
-{
-	struct timespec ts;
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (uint64_t)ts.tv_sec * 1000u + (uint64_t)ts.tv_nsec / 1000000u;
-}
-
-static struct timespec abs_ms(uint64_t ms)
-{
-	struct timespec ts = {.tv_sec = (time_t)(ms / 1000u), .tv_nsec = (long)(ms % 1000u) * 1000000L};
-	return ts;
-}
+uint64_t blk_now_ms(void) { return (uint64_t)clk_now_ms(); }
 
 static void *retry_thread(void *arg)
 {
@@ -46,7 +36,7 @@ static void *retry_thread(void *arg)
 			continue;
 		}
 		if (!q->stop && it->due_ms > blk_now_ms()) {
-			struct timespec ts = abs_ms(it->due_ms);
+			struct timespec ts = clk_ms_ts((int64_t)it->due_ms);
 			pthread_cond_timedwait(&q->cv, &q->lock, &ts);
 			continue;
 		}
@@ -68,20 +58,18 @@ int blk_retry_create(struct blk_retry **out)
 	struct blk_retry *q = calloc(1, sizeof(*q));
 	if (!q)
 		return -ENOMEM;
-	pthread_condattr_t ca;
-	pthread_condattr_init(&ca);
-	pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
-	pthread_cond_init(&q->cv, &ca);
-	pthread_cond_init(&q->idle_cv, &ca);
-	pthread_condattr_destroy(&ca);
+	int rc = clk_cond_init(&q->cv);
+	if (!rc)
+		rc = clk_cond_init(&q->idle_cv);
 	pthread_mutex_init(&q->lock, NULL);
-	int rc = pthread_create(&q->thread, NULL, retry_thread, q);
+	if (!rc)
+		rc = -pthread_create(&q->thread, NULL, retry_thread, q);
 	if (rc) {
 		pthread_cond_destroy(&q->cv);
 		pthread_cond_destroy(&q->idle_cv);
 		pthread_mutex_destroy(&q->lock);
 		free(q);
-		return -rc;
+		return rc;
 	}
 	*out = q;
 	return 0;
@@ -126,7 +114,7 @@ void blk_retry_schedule(struct blk_retry *q, struct blk_retry_item *it, unsigned
 
 int blk_retry_drain(struct blk_retry *q, int timeout_ms)
 {
-	struct timespec ts = abs_ms(blk_now_ms() + (uint64_t)(timeout_ms > 0 ? timeout_ms : 0));
+	struct timespec ts = clk_deadline_ms(timeout_ms);
 	int rc = 0;
 	pthread_mutex_lock(&q->lock);
 	while ((q->head || q->firing) && rc == 0)

@@ -84,7 +84,7 @@ void blk_retry_count(struct blk_retry *q, bool retried, bool delayed);
 
 void blk_retry_get_stats(struct blk_retry *q, struct blk_retry_stats *out);
 
-/* CLOCK_MONOTONIC in milliseconds. */
+/* CLOCK_MONOTONIC in milliseconds: clk_now_ms (initiator/clock.h), unsigned, for cache/. */
 uint64_t blk_now_ms(void);
 
 #endif

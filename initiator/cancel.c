@@ -4,8 +4,9 @@
 #include <errno.h>
 #include <stdint.h>
 #include <sys/eventfd.h>
-#include <time.h>
 #include <unistd.h>
+
+#include "clock.h"
 
 #define POLL_FDS_MAX 4
 
@@ -38,13 +39,6 @@ bool iscsi_cancelled(void)
 	return poll(&p, 1, 0) > 0;
 }
 
-static int64_t mono_ms(void)
-{
-	struct timespec ts;
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
-
 int iscsi_poll_cancellable(struct pollfd *fds, nfds_t n, int timeout_ms)
 {
 	if (bound_fd < 0 || n >= POLL_FDS_MAX) {
@@ -57,14 +51,14 @@ int iscsi_poll_cancellable(struct pollfd *fds, nfds_t n, int timeout_ms)
 		}
 	}
 	struct pollfd p[POLL_FDS_MAX];
-	int64_t until = timeout_ms < 0 ? -1 : mono_ms() + timeout_ms;
+	int64_t until = timeout_ms < 0 ? -1 : clk_now_ms() + timeout_ms;
 	for (nfds_t i = 0; i < n; i++)
 		p[i] = fds[i];
 	p[n] = (struct pollfd){.fd = bound_fd, .events = POLLIN};
 	for (;;) {
 		int left = -1;
 		if (until >= 0) {
-			int64_t l = until - mono_ms();
+			int64_t l = until - clk_now_ms();
 			left = l < 0 ? 0 : (int)l;
 		}
 		int r = poll(p, n + 1, left);

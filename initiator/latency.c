@@ -11,13 +11,13 @@ static unsigned bucket_of(uint64_t us)
 
 void lat_hist_add(struct lat_hist *h, uint64_t us)
 {
-	__atomic_fetch_add(&h->count[bucket_of(us)], 1, __ATOMIC_RELAXED);
+	atomic_fetch_add_explicit(&h->count[bucket_of(us)], 1, memory_order_relaxed);
 }
 
 void lat_hist_snapshot(const struct lat_hist *h, uint64_t out[LAT_BUCKETS])
 {
 	for (unsigned i = 0; i < LAT_BUCKETS; i++)
-		out[i] = __atomic_load_n(&h->count[i], __ATOMIC_RELAXED);
+		out[i] = atomic_load_explicit(&h->count[i], memory_order_relaxed);
 }
 
 uint64_t lat_hist_percentile(const uint64_t counts[LAT_BUCKETS], double p)

@@ -8,12 +8,13 @@
 #ifndef ISERFUSE_LATENCY_H
 #define ISERFUSE_LATENCY_H
 
+#include <stdatomic.h>
 #include <stdint.h>
 
 #define LAT_BUCKETS 32
 
 struct lat_hist {
-	uint64_t count[LAT_BUCKETS]; /* updated with __atomic builtins only */
+	_Atomic uint64_t count[LAT_BUCKETS]; /* relaxed atomics only: lat_hist_add, lat_hist_snapshot */
 };
 
 /* Count one latency of `us` microseconds.  Any thread, lock-free. */

@@ -22,6 +22,7 @@
  * matched.  A mismatch logs one line and drops the connection (ERL 0).
  * Transmit digests live in per-slot storage: no allocation either.
  */
+#include <assert.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
@@ -40,6 +41,7 @@
 #include <unistd.h>
 
 #include "cancel.h"
+#include "clock.h"
 #include "crc32c.h"
 #include "url.h"
 #include "evthread.h"
@@ -47,6 +49,7 @@
 #include "transport.h"
 
 #define TX_SLOTS 32
+static_assert(TX_SLOTS <= ISCSI_TX_BATCH_MAX, "a tx_fill batch fits the session's tx_done");
 #define RX_BUF_MIN (256u * 1024u)
 #define AHS_MAX (255u * 4u)
 #define IOV_PER_SLOT 5 /* BHS, header digest, data, padding, data digest */
@@ -78,24 +81,18 @@ struct tcp_conn {
 	uint8_t tx_dig[TX_SLOTS][2][ISCSI_DIGEST_LEN]; /* header and data digest of each slot */
 	struct iovec iov[TX_SLOTS * IOV_PER_SLOT];
 	int iovcnt, iovpos;
-	uint64_t bytes_copied;           /* payload copied from rxbuf to a slice */
+	_Atomic uint64_t bytes_copied;   /* payload copied from rxbuf to a slice (relaxed; read by tcp_payload_copied) */
 };
 
 static const uint8_t zero_pad[4];
 
-int64_t iscsi_now_ms(void)
-{
-	struct timespec ts;
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
-
-#define now_ms iscsi_now_ms
+/* The tick hook's clock (transport.h): clk_now_ms, for login.c, discovery.c and iser.c. */
+int64_t iscsi_now_ms(void) { return clk_now_ms(); }
 
 static int wait_fd(int fd, short events, int64_t deadline)
 {
 	for (;;) {
-		int64_t left = deadline - now_ms();
+		int64_t left = deadline - clk_now_ms();
 		if (left <= 0)
 			return -ETIMEDOUT;
 		struct pollfd p = {.fd = fd, .events = events};
@@ -121,7 +118,7 @@ static int tcp_connect(struct iscsi_transport **out, void *ctx, const char *host
 		return -EHOSTUNREACH;
 	}
 	int fd = -1, last = -ECONNREFUSED;
-	int64_t deadline = now_ms() + (timeout_ms > 0 ? timeout_ms : 10000);
+	int64_t deadline = clk_now_ms() + (timeout_ms > 0 ? timeout_ms : 10000);
 	for (struct addrinfo *a = ai; a; a = a->ai_next) {
 		fd = socket(a->ai_family, a->ai_socktype | SOCK_NONBLOCK | SOCK_CLOEXEC, a->ai_protocol);
 		if (fd < 0) {
@@ -227,14 +224,14 @@ static int tcp_send_pdu(struct iscsi_transport *t, const uint8_t *bhs, const voi
 		{(void *)data, dlen},
 		{(void *)zero_pad, iscsi_pad_len(dlen)},
 	};
-	return write_all(c->fd, iov, 3, now_ms() + timeout_ms);
+	return write_all(c->fd, iov, 3, clk_now_ms() + timeout_ms);
 }
 
 static int tcp_recv_pdu(struct iscsi_transport *t, uint8_t *bhs, void *data, uint32_t cap, uint32_t *dlen,
 			int timeout_ms)
 {
 	struct tcp_conn *c = (struct tcp_conn *)t;
-	int64_t deadline = now_ms() + timeout_ms;
+	int64_t deadline = clk_now_ms() + timeout_ms;
 	uint8_t sink[AHS_MAX];
 	int rc = read_exact(c->fd, bhs, ISCSI_BHS_LEN, deadline);
 	if (rc)
@@ -350,7 +347,7 @@ static int rx_data_in(struct tcp_conn *c, uint8_t *bhs, size_t hdr, size_t avail
 	size_t have = avail - hdr;
 	size_t copy = min_size(have, dlen);
 	memcpy(dest, src, copy);
-	__atomic_fetch_add(&c->bytes_copied, copy, __ATOMIC_RELAXED); /* read by tcp_payload_copied */
+	atomic_fetch_add_explicit(&c->bytes_copied, copy, memory_order_relaxed);
 	uint32_t crc = dd ? iscsi_crc32c(0, src, copy) : 0;
 	src += copy;
 	have -= copy;
@@ -503,9 +500,9 @@ static void *event_thread(void *arg)
 {
 	struct tcp_conn *c = arg;
 	int err = 0;
-	int64_t next_tick = now_ms() + ISCSI_TICK_MS;
+	int64_t next_tick = clk_now_ms() + ISCSI_TICK_MS;
 	while (!atomic_load(&c->ev.stop)) {
-		int64_t now = now_ms();
+		int64_t now = clk_now_ms();
 		if (now >= next_tick) {
 			next_tick = now + ISCSI_TICK_MS;
 			if (c->hooks->tick && (err = c->hooks->tick(c->sess, now)))
@@ -519,7 +516,7 @@ static void *event_thread(void *arg)
 			{.fd = c->fd, .events = POLLIN | (c->iovpos < c->iovcnt ? POLLOUT : 0)},
 			{.fd = c->ev.fd, .events = POLLIN},
 		};
-		int64_t wait = next_tick - now_ms();
+		int64_t wait = next_tick - clk_now_ms();
 		int r = poll(p, 2, wait < 0 ? 0 : (int)wait);
 		if (r < 0) {
 			if (errno == EINTR)
@@ -588,7 +585,7 @@ static void tcp_destroy(struct iscsi_transport *t)
 
 static uint64_t tcp_payload_copied(struct iscsi_transport *t)
 {
-	return __atomic_load_n(&((struct tcp_conn *)t)->bytes_copied, __ATOMIC_RELAXED);
+	return atomic_load_explicit(&((struct tcp_conn *)t)->bytes_copied, memory_order_relaxed);
 }
 
 const struct iscsi_transport_ops iscsi_tcp_transport = {

@@ -39,13 +39,21 @@ struct iscsi_tx_slot {
 	uint8_t xfer_dir;    /* 1 = read, 2 = write (enum iscsi_dir) */
 };
 
+/*
+ * Most slots a transport passes to one tx_fill (max), and so hands back in
+ * one tx_done (n): the session completes up to that many deferred commands
+ * per tx_done from an array of its own.
+ */
+#define ISCSI_TX_BATCH_MAX 64
+
 /* Session callbacks, all called on the transport's event thread. */
 struct iscsi_transport_hooks {
-	/* Fill up to max slots with PDUs to send; returns the number filled. */
+	/* Fill up to max (<= ISCSI_TX_BATCH_MAX) slots with PDUs to send; returns the number filled. */
 	int (*tx_fill)(void *sess, struct iscsi_tx_slot *slots, int max);
 	/*
 	 * The n slots of the last tx_fill are written to the connection: their
-	 * data may be reused.  Not called for a batch a lost connection cut off.
+	 * data may be reused.  n <= ISCSI_TX_BATCH_MAX.  Not called for a batch
+	 * a lost connection cut off.
 	 */
 	void (*tx_done)(void *sess, const struct iscsi_tx_slot *slots, int n);
 	/*
@@ -81,7 +89,7 @@ struct iscsi_transport_hooks {
 
 #define ISCSI_TICK_MS 1000
 
-/* CLOCK_MONOTONIC in milliseconds, the clock of the tick hook. */
+/* CLOCK_MONOTONIC in milliseconds, the clock of the tick hook: clk_now_ms (clock.h) for its callers outside clock.h. */
 int64_t iscsi_now_ms(void);
 
 struct iscsi_transport;

@@ -19,6 +19,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "../../initiator/clock.h"
 #include "../../initiator/session.h"
 
 #define MAX_CONNS 16
@@ -86,7 +87,7 @@ static int f_connect(struct iscsi_transport **out, void *ctx, const char *host, 
 	c->index = w->conns++;
 	pthread_mutex_unlock(&w->m);
 	pthread_mutex_init(&c->m, NULL);
-	pthread_cond_init(&c->cv, NULL);
+	cr_assert_eq(clk_cond_init(&c->cv), 0);
 	*out = &c->base;
 	return 0;
 }
@@ -224,13 +225,7 @@ static void *f_thread(void *arg)
 		if (n == 0) {
 			pthread_mutex_lock(&c->m);
 			if (!c->kicked && !c->stop) {
-				struct timespec ts;
-				clock_gettime(CLOCK_REALTIME, &ts);
-				ts.tv_nsec += 20 * 1000000L;
-				if (ts.tv_nsec >= 1000000000L) {
-					ts.tv_sec++;
-					ts.tv_nsec -= 1000000000L;
-				}
+				struct timespec ts = clk_deadline_ms(20);
 				pthread_cond_timedwait(&c->cv, &c->m, &ts);
 			}
 			pthread_mutex_unlock(&c->m);
@@ -695,4 +690,49 @@ Test(session, task_owns_its_buffer_only_while_outstanding)
 	cr_assert(c->hooks->task_owns(c->sess, itt2, buf2, sizeof(buf2)));
 	cr_assert_not(c->hooks->task_owns(c->sess, itt2, buf1, sizeof(buf1)));
 	iscsi_session_close(s, 0);
+}
+
+/* Process CPU time (all threads), in milliseconds. */
+static int64_t cpu_ms(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts);
+	return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+/*
+ * The recovery thread's back-off between refused reconnects sleeps on its
+ * condition variable: it waits with CLOCK_MONOTONIC deadlines, so a
+ * condvar on the default clock (CLOCK_REALTIME) would see every deadline as
+ * long past and spin the whole back-off.
+ */
+Test(session, recovery_back_off_sleeps)
+{
+	struct world w;
+	init_world(&w);
+	w.drop_after[0] = 1; /* the first command drops the connection */
+	struct iscsi_session_config cfg = config(&w, 60000);
+	struct iscsi_session *s = NULL;
+	char err[256] = "";
+	cr_assert_eq(iscsi_session_open(&cfg, &s, err, sizeof(err)), 0, "%s", err);
+	pthread_mutex_lock(&w.m);
+	w.refuse = -1; /* every reconnect is refused: recovery backs off (250 ms doubling to 1 s) */
+	pthread_mutex_unlock(&w.m);
+	cr_assert_eq(submit(s, 0), 0);
+	usleep(100000); /* lost and parked */
+	int64_t cpu0 = cpu_ms();
+	int64_t wall0 = clk_now_ms();
+	usleep(1000000);
+	int64_t wall = clk_now_ms() - wall0;
+	int64_t cpu = cpu_ms() - cpu0;
+	pthread_mutex_lock(&w.m);
+	int conns = w.conns;
+	pthread_mutex_unlock(&w.m);
+	cr_assert_eq(conns, 1, "no reconnect got through (%d connections)", conns);
+	cr_assert_eq(calls(0), 0, "the command stays parked within the replacement timeout");
+	cr_assert_lt(cpu, 150, "%lld ms of CPU over %lld ms of back-off: the recovery thread spins",
+		     (long long)cpu, (long long)wall);
+	iscsi_session_close(s, 100);
+	cr_assert_eq(calls(0), 1);
+	cr_assert_eq(done.err[0], -ECONNABORTED);
 }

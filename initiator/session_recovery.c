@@ -1,0 +1,359 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * iSCSI session recovery at ErrorRecoveryLevel 0 (RFC 7143 §6.3.5): the
+ * connection loss (conn_lost hook), the recovery thread that reconnects
+ * with back-off and logs in again (session reinstatement), the re-issue of
+ * parked commands in CmdSN order with fresh ITTs, and the replacement
+ * timeout.  Also the re-issue of a task the target aborted on a live
+ * connection (sess_reissue_now).
+ *
+ * Threads: conn_lost runs on the dying connection's event thread; the
+ * recovery thread sleeps on rec_cv (CLOCK_MONOTONIC) and drops the session
+ * lock around connect, login, start and every completion callback.
+ */
+#include "session_priv.h"
+
+#include <errno.h>
+#include <pthread.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "cancel.h"
+#include "clock.h"
+#include "log.h"
+#include "url.h"
+
+/*
+ * Send a task that the target no longer has (aborted by ABORT TASK or
+ * LOGICAL UNIT RESET) again on this connection, with a fresh ITT and a new
+ * CmdSN; or, once it was re-issued ISCSI_REISSUE_MAX times, mark it
+ * doomed (to fail with -EIO by sess_complete_tasks) and return true.  PDUs of it
+ * still in the transport's batch stay counted in tx_pending (the buffer is
+ * the same).  Lock held.
+ */
+bool sess_reissue_now(struct iscsi_session *s, struct task *t)
+{
+	if (t->reissues >= ISCSI_REISSUE_MAX) {
+		log_err("command 0x%02x aborted %u times: failing it", t->cmd.cdb[0], t->reissues + 1);
+		if (t->in_txq)
+			sess_txq_remove(s, t);
+		memset(&t->deferred_res, 0, sizeof(t->deferred_res));
+		t->deferred_res.err = -EIO;
+		t->doomed = true;
+		return true;
+	}
+	t->reissues++;
+	if (t->in_txq)
+		sess_txq_remove(s, t);
+	uint16_t pending = t->tx_pending;
+	sess_task_reset(t);
+	t->tx_pending = pending;
+	t->gen++;
+	sess_task_assign_itt(t);
+	t->submit_ms = clk_now_ms();
+	sess_winq_push(s, t);
+	return false;
+}
+
+/*
+ * The connection is gone and the session will be recovered (RFC 7143
+ * §6.3.5, ERL 0): every command not answered yet is parked for re-issue,
+ * one answered while its PDUs were still queued completes now, one
+ * re-issued ISCSI_REISSUE_MAX times already fails with -EIO.  On the dying
+ * connection's event thread, lock held; the recovery thread takes over.
+ */
+static void lose_connection(struct iscsi_session *s, int err)
+{
+	s->state = SS_DOWN;
+	s->event_thread_known = false;
+	if (!s->lost_ms) {
+		s->lost_ms = clk_now_ms();
+		s->lost_err = err;
+		s->lost_reason = s->drop_reason;
+		s->reissued = 0;
+	}
+	s->drop_reason = NULL;
+	for (unsigned i = 0; i < s->ntasks; i++) {
+		struct task *t = &s->tasks[i];
+		if (!t->in_use)
+			continue;
+		if (t->done_deferred) {
+			t->doomed = true;
+		} else if ((t->cmd_sent || t->stalled) && t->reissues >= ISCSI_REISSUE_MAX) {
+			log_err("command 0x%02x lost with the connection %u times: failing it", t->cmd.cdb[0],
+				t->reissues + 1);
+			memset(&t->deferred_res, 0, sizeof(t->deferred_res));
+			t->deferred_res.err = -EIO;
+			t->doomed = true;
+		} else if (t->cmd_sent || t->stalled) {
+			/* a command never sent counts only when it was the reason for the drop (a window kept closed) */
+			t->reissues++;
+		}
+		sess_task_reset(t);
+	}
+	s->win_head = s->win_tail = s->tx_head = s->tx_tail = NULL;
+	s->nop_reply = s->ping_want = s->ping_sent = false;
+	s->tmf_want = s->tmf_sent = false;
+	s->relogin_pending = s->logout_relogin = s->logout_want = s->logout_sent = s->logout_done = false;
+	pthread_cond_signal(&s->rec_cv);
+	sess_complete_tasks(s, sess_pick_doomed, 0);
+}
+
+/* conn_lost hook (transport.h), on the dying connection's event thread: recover (err < 0) or fail everything (shutdown). */
+void sess_hook_conn_lost(void *arg, int err)
+{
+	struct iscsi_session *s = arg;
+	pthread_mutex_lock(&s->lock);
+	if (err && !s->logout_done && !s->closing)
+		log_err("connection to " ISCSI_HOSTPORT_FMT " lost: %s", ISCSI_HOSTPORT_ARGS(s->cfg.host, s->cfg.port),
+			s->drop_reason ? s->drop_reason : strerror(-err));
+	if (err && !s->closing && s->state != SS_CLOSED) {
+		lose_connection(s, err);
+		pthread_mutex_unlock(&s->lock);
+		return;
+	}
+	/* Shut down (iscsi_session_close): whatever is left fails. */
+	s->state = SS_CLOSED;
+	for (unsigned i = 0; i < s->ntasks; i++)
+		s->tasks[i].in_txq = false;
+	s->win_head = s->win_tail = s->tx_head = s->tx_tail = NULL;
+	sess_complete_tasks(s, sess_pick_any, err ? -ECONNRESET : -ECONNABORTED);
+	s->win_head = s->win_tail = s->tx_head = s->tx_tail = NULL;
+	s->logout_done = true;
+	pthread_cond_broadcast(&s->slot_cv);
+	pthread_cond_broadcast(&s->state_cv);
+	pthread_mutex_unlock(&s->lock);
+}
+
+static const char *loss_cause(int err)
+{
+	switch (err) {
+	case -ETIMEDOUT:
+		return "command or NOP-Out timeout";
+	case -EBADMSG:
+		return "digest error";
+	case -EPROTO:
+		return "protocol violation";
+	default:
+		return strerror(-err);
+	}
+}
+
+static const char *loss_what(const struct iscsi_session *s)
+{
+	return s->lost_reason ? s->lost_reason : loss_cause(s->lost_err);
+}
+
+static int by_seq(const void *a, const void *b)
+{
+	const struct task *x = *(struct task *const *)a, *y = *(struct task *const *)b;
+	return x->seq < y->seq ? -1 : x->seq > y->seq;
+}
+
+/*
+ * Queue every parked command again in submission (= old CmdSN) order with
+ * a fresh ITT; sess_window_admit gives them new CmdSNs.  Lock held, state
+ * SS_STARTING.  Returns how many there are.
+ */
+static unsigned requeue_parked(struct iscsi_session *s)
+{
+	unsigned n = 0;
+	for (unsigned i = 0; i < s->ntasks; i++)
+		if (s->tasks[i].in_use)
+			s->sorted[n++] = &s->tasks[i];
+	qsort(s->sorted, n, sizeof(*s->sorted), by_seq);
+	int64_t now = clk_now_ms();
+	for (unsigned i = 0; i < n; i++) {
+		struct task *t = s->sorted[i];
+		sess_task_reset(t);
+		t->gen++;
+		sess_task_assign_itt(t);
+		t->submit_ms = now;
+		sess_winq_push(s, t);
+	}
+	sess_window_admit(s);
+	return n;
+}
+
+/* When pending commands fail: replacement_timeout_ms after the loss, or the stop grace if sooner.  Lock held. */
+static int64_t replacement_deadline(const struct iscsi_session *s)
+{
+	int64_t d = s->lost_ms + s->cfg.replacement_timeout_ms;
+	return s->stop_by_ms && s->stop_by_ms < d ? s->stop_by_ms : d;
+}
+
+/*
+ * replacement_timeout_ms after the loss (or at the stop grace): pending
+ * commands fail with -ETIMEDOUT and new ones with -ENOTCONN until the
+ * session is back.  Lock held (dropped around callbacks).
+ */
+static void check_replacement(struct iscsi_session *s, int64_t now)
+{
+	if (s->fail_fast || now < replacement_deadline(s))
+		return;
+	s->fail_fast = true;
+	pthread_cond_broadcast(&s->slot_cv);
+	pthread_cond_broadcast(&s->state_cv);
+	unsigned n = sess_complete_tasks(s, sess_pick_any, -ETIMEDOUT);
+	log_err("session to " ISCSI_HOSTPORT_FMT " down for %lld ms (%s), replacement timeout: %u commands failed; "
+		"new I/O fails until the target is back",
+		ISCSI_HOSTPORT_ARGS(s->cfg.host, s->cfg.port), (long long)(now - s->lost_ms), loss_what(s), n);
+}
+
+/* Sleep until `until` (CLOCK_MONOTONIC ms) or closing, minding the replacement timeout.  Lock held. */
+static void recovery_wait(struct iscsi_session *s, int64_t until)
+{
+	for (;;) {
+		int64_t now = clk_now_ms();
+		check_replacement(s, now);
+		if (s->closing || now >= until)
+			return;
+		int64_t wake = until;
+		if (!s->fail_fast && replacement_deadline(s) < wake)
+			wake = replacement_deadline(s);
+		int64_t ms = wake - now;
+		if (ms < 1)
+			ms = 1;
+		struct timespec ts = clk_deadline_ms(ms);
+		pthread_cond_timedwait(&s->rec_cv, &s->lock, &ts);
+	}
+}
+
+/*
+ * Reconnect with capped, jittered exponential back-off (RECONNECT_BASE_MS
+ * doubling to RECONNECT_MAX_MS, +-25%) until logged in, into *nt and *lr,
+ * or closing (then *nt is NULL).  The first attempt waits for the target's
+ * Time2Wait, at most half the replacement timeout.  Returns the attempts
+ * made.  Lock held (dropped around each connect and login).
+ */
+static unsigned recover_connect(struct iscsi_session *s, struct iscsi_transport **nt, struct iscsi_login_result *lr)
+{
+	int64_t delay = 0, first = s->reconnect_delay_ms;
+	unsigned attempts = 0;
+	char err[256];
+	int timeout_ms = s->cfg.timeout_ms > 0 ? s->cfg.timeout_ms : 15000;
+
+	s->reconnect_delay_ms = 0;
+	/* A Time2Wait that would outlast half the replacement timeout would fail I/O a target serves again. */
+	if (first > s->cfg.replacement_timeout_ms / 2 && !s->fail_fast) {
+		log_warn("reconnecting after %d ms instead of the target's Time2Wait (%lld ms): half the replacement "
+			 "timeout", s->cfg.replacement_timeout_ms / 2, (long long)first);
+		first = s->cfg.replacement_timeout_ms / 2;
+	}
+	for (;;) {
+		recovery_wait(s, clk_now_ms() + (attempts ? delay : first));
+		if (s->closing) {
+			*nt = NULL;
+			return attempts;
+		}
+		/*
+		 * The whole connect and login ends within the login timeout and,
+		 * until it passed, by the replacement deadline: recovery_wait then
+		 * fails the I/O on time however the target stalls the login.
+		 */
+		int64_t deadline = clk_now_ms() + timeout_ms;
+		if (!s->fail_fast && replacement_deadline(s) < deadline)
+			deadline = replacement_deadline(s);
+		s->attempt_deadline_ms = deadline;
+		pthread_mutex_unlock(&s->lock);
+		attempts++;
+		err[0] = '\0';
+		int rc = sess_connect_login(s, timeout_ms, deadline, nt, lr, err, sizeof(err));
+		pthread_mutex_lock(&s->lock);
+		s->attempt_deadline_ms = 0;
+		if (!s->closing) {
+			/* iscsi_session_stopping may have cut this attempt short: re-arm the token for the next */
+			uint64_t v;
+			if (read(s->cancel_fd, &v, sizeof(v)) == sizeof(v))
+				log_debug("reconnect attempt %u cancelled: the daemon is stopping", attempts);
+		}
+		if (rc == 0)
+			break;
+		log_debug("reconnect attempt %u to " ISCSI_HOSTPORT_FMT ": %s", attempts,
+			  ISCSI_HOSTPORT_ARGS(s->cfg.host, s->cfg.port), err);
+		delay = delay ? 2 * delay : RECONNECT_BASE_MS;
+		if (delay > RECONNECT_MAX_MS)
+			delay = RECONNECT_MAX_MS;
+		delay = delay * 3 / 4 + (int64_t)(random() % (delay / 2 + 1));
+	}
+	return attempts;
+}
+
+/*
+ * One recovery: reconnect (recover_connect), start the new connection and
+ * re-issue the parked commands (RFC 7143 §6.3.5, ERL 0).  Lock held.
+ */
+static void recover(struct iscsi_session *s)
+{
+	struct iscsi_login_result lr;
+	struct iscsi_transport *nt = NULL;
+	unsigned attempts = recover_connect(s, &nt, &lr);
+	if (!nt)
+		return;
+	if (s->closing) {
+		pthread_mutex_unlock(&s->lock);
+		nt->ops->shutdown(nt);
+		nt->ops->destroy(nt);
+		pthread_mutex_lock(&s->lock);
+		return;
+	}
+	sess_adopt_login(s, nt, &lr);
+	s->state = SS_STARTING; /* submitters still park; the event thread may start calling hooks */
+	pthread_mutex_unlock(&s->lock);
+	int rc = nt->ops->start(nt, &sess_hooks, s, &s->params);
+	pthread_mutex_lock(&s->lock);
+	if (rc) {
+		log_err("cannot start the new connection to " ISCSI_HOSTPORT_FMT ": %s",
+			ISCSI_HOSTPORT_ARGS(s->cfg.host, s->cfg.port), strerror(-rc));
+		if (s->state == SS_STARTING)
+			s->state = SS_DOWN; /* nt is reaped and the next attempt made by the caller */
+		s->reconnect_delay_ms = RECONNECT_MAX_MS; /* not at once: it would fail the same way */
+		return;
+	}
+	if (s->state != SS_STARTING)
+		return; /* lost again already: the caller starts over */
+	unsigned n = requeue_parked(s);
+	s->reissued += n;
+	s->state = SS_UP;
+	s->fail_fast = false;
+	s->stats.reconnects++;
+	log_warn("session to " ISCSI_HOSTPORT_FMT " reinstated after %s: down %lld ms, %u commands re-issued, "
+		 "%u connect attempts", ISCSI_HOSTPORT_ARGS(s->cfg.host, s->cfg.port), loss_what(s), (long long)(clk_now_ms() - s->lost_ms), n,
+		 attempts);
+	s->lost_ms = 0;
+	pthread_cond_broadcast(&s->slot_cv);
+	s->t->ops->kick(s->t);
+}
+
+/*
+ * The recovery thread: sleeps until a connection is lost (state SS_DOWN),
+ * reaps the dead transport (its event thread has returned from conn_lost
+ * by the time shutdown joins it), and recovers.  Ends when closing.
+ */
+void *sess_recovery_thread(void *arg)
+{
+	struct iscsi_session *s = arg;
+	iscsi_cancel_bind(s->cancel_fd); /* iscsi_session_close ends a connect or login in progress */
+	pthread_mutex_lock(&s->lock);
+	for (;;) {
+		while (!s->closing && s->state != SS_DOWN)
+			pthread_cond_wait(&s->rec_cv, &s->lock);
+		if (s->closing)
+			break;
+		struct iscsi_transport *old = s->t;
+		s->t = NULL;
+		pthread_mutex_unlock(&s->lock);
+		if (old)
+			old->ops->shutdown(old);
+		pthread_mutex_lock(&s->lock);
+		if (old) { /* keep the dead connection's copy count in the session's */
+			if (old->ops->payload_copied)
+				s->stats.payload_bytes_copied += old->ops->payload_copied(old);
+			old->ops->destroy(old);
+		}
+		recover(s);
+	}
+	pthread_mutex_unlock(&s->lock);
+	return NULL;
+}
