@@ -13,6 +13,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "../initiator/clock.h"
 #include "../initiator/log.h"
 #include "../initiator/thread.h"
 #include "startup.h"
@@ -57,11 +58,7 @@ void gw_startup_watchdog_arm(unsigned login_timeout_s)
 
 void gw_live_watch_init(struct gw_live_watch *w)
 {
-	pthread_condattr_t ca;
-	pthread_condattr_init(&ca);
-	pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
-	pthread_cond_init(&w->cv, &ca);
-	pthread_condattr_destroy(&ca);
+	clk_cond_init(&w->cv);
 	pthread_mutex_init(&w->lock, NULL);
 	w->ready_fd = -1;
 }
@@ -72,13 +69,7 @@ void gw_live_watch_init(struct gw_live_watch *w)
  */
 static bool ended_within_10ms(struct gw_live_watch *w)
 {
-	struct timespec ts;
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	ts.tv_nsec += 10 * 1000000L;
-	if (ts.tv_nsec >= 1000000000L) {
-		ts.tv_sec++;
-		ts.tv_nsec -= 1000000000L;
-	}
+	struct timespec ts = clk_deadline_ms(10);
 	while (!w->given_up && pthread_cond_timedwait(&w->cv, &w->lock, &ts) == 0)
 		;
 	return w->given_up;

@@ -24,6 +24,7 @@
 #include <time.h>
 
 #include "../cache/bcache_blk.h"
+#include "../initiator/clock.h"
 #include "../initiator/log.h"
 #include "../initiator/thread.h"
 #include "gateway.h"
@@ -195,12 +196,13 @@ static void flush_cache(struct gw_lun *l)
 {
 	if (!l->cdev)
 		return;
-	struct flush_wait w = {.lock = PTHREAD_MUTEX_INITIALIZER, .cv = PTHREAD_COND_INITIALIZER};
-	if (bcache_flush(l->cdev, flush_waited, &w))
+	struct flush_wait w = {.lock = PTHREAD_MUTEX_INITIALIZER};
+	clk_cond_init(&w.cv);
+	if (bcache_flush(l->cdev, flush_waited, &w)) {
+		pthread_cond_destroy(&w.cv);
 		return;
-	struct timespec until;
-	clock_gettime(CLOCK_REALTIME, &until);
-	until.tv_sec += 30;
+	}
+	struct timespec until = clk_deadline_ms(30000);
 	pthread_mutex_lock(&w.lock);
 	while (!w.done)
 		if (pthread_cond_timedwait(&w.cv, &w.lock, &until)) {
@@ -211,6 +213,7 @@ static void flush_cache(struct gw_lun *l)
 				pthread_cond_wait(&w.cv, &w.lock);
 		}
 	pthread_mutex_unlock(&w.lock);
+	pthread_cond_destroy(&w.cv);
 	if (w.err)
 		log_warn("%s: cache write-back before a capacity change failed: %s", l->name, strerror(-w.err));
 }
@@ -446,11 +449,7 @@ int gw_rescan_start(struct gw *g, unsigned interval_s)
 		return -ENOMEM;
 	r->g = g;
 	r->interval_s = interval_s;
-	pthread_condattr_t ca;
-	pthread_condattr_init(&ca);
-	pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
-	pthread_cond_init(&r->cv, &ca);
-	pthread_condattr_destroy(&ca);
+	clk_cond_init(&r->cv);
 	pthread_mutex_init(&r->lock, NULL);
 	int rc = thread_start_quiet(&r->thread, rescan_thread, r); /* the stop signals are main's */
 	if (rc) {

@@ -11,6 +11,7 @@
 #include <unistd.h>
 
 #include "../initiator/iser.h"
+#include "../initiator/clock.h"
 #include "../initiator/log.h"
 #include "pool_setup.h"
 
@@ -80,11 +81,7 @@ static struct gw_sync_batch *sync_batch_new(size_t n)
 	struct gw_sync_batch *b = calloc(1, sizeof(*b) + n * sizeof(b->one[0]));
 	if (!b)
 		return NULL;
-	pthread_condattr_t ca;
-	pthread_condattr_init(&ca);
-	pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
-	pthread_cond_init(&b->cv, &ca);
-	pthread_condattr_destroy(&ca);
+	clk_cond_init(&b->cv);
 	pthread_mutex_init(&b->lock, NULL);
 	b->n = n;
 	for (size_t i = 0; i < n; i++)
@@ -115,9 +112,7 @@ static int sync_all(struct gw *g, struct gw_sync_batch *b)
 		/* a LUN write-protected since it was written is synced too (blk_sync sends nothing for one never written) */
 		if (g->ro || gw_lun_gone(l) || gw_lun_sync(l, sync_all_done, &b->one[i]))
 			continue;
-		struct timespec deadline;
-		clock_gettime(CLOCK_MONOTONIC, &deadline);
-		deadline.tv_sec += 30;
+		struct timespec deadline = clk_deadline_ms(30000);
 		int r = sync_wait(&b->one[i], &deadline);
 		if (r < 0)
 			log_err("%s: SYNCHRONIZE CACHE failed: %s", l->name, strerror(-r));

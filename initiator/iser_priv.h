@@ -20,6 +20,7 @@
 #ifndef ISERFUSE_ISER_PRIV_H
 #define ISERFUSE_ISER_PRIV_H
 
+#include <assert.h>
 #include <pthread.h>
 #include <stdbool.h>
 #include <stddef.h>
@@ -48,6 +49,7 @@
 #define ISER_IMMEDIATE_RX 8u
 #define ISER_POLL_BATCH 16
 #define TX_BATCH 32
+static_assert(TX_BATCH <= ISCSI_TX_BATCH_MAX, "a tx_fill batch fits the session's tx_done");
 #define MSG_HDR (ISER_HDR_LEN + ISCSI_BHS_LEN)
 #define AHS_MAX (255u * 4u)
 #define RX_STRIDE 9344u            /* >= MSG_HDR + AHS_MAX + ISER_RECV_DSL + 3, 64-byte multiple */

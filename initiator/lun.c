@@ -6,14 +6,8 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "clock.h"
 #include "log.h"
-
-static uint64_t now_ms(void)
-{
-	struct timespec ts;
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (uint64_t)ts.tv_sec * 1000u + (uint64_t)ts.tv_nsec / 1000000u;
-}
 
 int iscsi_exec_retry(struct iscsi_session *s, struct iscsi_cmd *cmd, struct iscsi_cmd_result *res)
 {
@@ -38,8 +32,8 @@ int iscsi_exec_retry_ua(struct iscsi_session *s, struct iscsi_cmd *cmd, struct i
 		if (c == SCSI_RETRY_NO)
 			return rc;
 		if (attempt == 0)
-			t0 = now_ms();
-		int delay = scsi_retry_delay_ms(c, attempt, now_ms() - t0, ISCSI_RETRY_BUDGET_MS);
+			t0 = (uint64_t)clk_now_ms();
+		int delay = scsi_retry_delay_ms(c, attempt, (uint64_t)clk_now_ms() - t0, ISCSI_RETRY_BUDGET_MS);
 		if (delay < 0)
 			return rc;
 		if (delay)
