@@ -27,7 +27,7 @@ static const char *const file_keys[F_COUNT] = {"username", "password", "mutual_u
 static const char *const env_keys[F_COUNT] = {"ISERFUSE_CHAP_USERNAME", "ISERFUSE_CHAP_PASSWORD",
 					      "ISERFUSE_CHAP_MUTUAL_USERNAME", "ISERFUSE_CHAP_MUTUAL_PASSWORD"};
 
-static char *field(struct gw_creds *c, int f)
+static char *field(struct iscsi_chap_creds *c, int f)
 {
 	switch (f) {
 	case F_USER:
@@ -41,26 +41,10 @@ static char *field(struct gw_creds *c, int f)
 	}
 }
 
-void gw_creds_wipe(struct gw_creds *c)
+void gw_creds_to_session(struct iscsi_chap_creds *c, struct iscsi_session_config *sc)
 {
-	explicit_bzero(c, sizeof(*c));
-}
-
-void gw_creds_wipe_session(struct iscsi_session_config *sc)
-{
-	explicit_bzero(sc->chap_user, sizeof(sc->chap_user));
-	explicit_bzero(sc->chap_secret, sizeof(sc->chap_secret));
-	explicit_bzero(sc->chap_mutual_user, sizeof(sc->chap_mutual_user));
-	explicit_bzero(sc->chap_mutual_secret, sizeof(sc->chap_mutual_secret));
-}
-
-void gw_creds_to_session(struct gw_creds *c, struct iscsi_session_config *sc)
-{
-	memcpy(sc->chap_user, c->user, sizeof(sc->chap_user));
-	memcpy(sc->chap_secret, c->secret, sizeof(sc->chap_secret));
-	memcpy(sc->chap_mutual_user, c->mutual_user, sizeof(sc->chap_mutual_user));
-	memcpy(sc->chap_mutual_secret, c->mutual_secret, sizeof(sc->chap_mutual_secret));
-	gw_creds_wipe(c);
+	sc->chap = *c;
+	iscsi_chap_creds_wipe(c);
 }
 
 static bool blank(char ch)
@@ -69,7 +53,7 @@ static bool blank(char ch)
 }
 
 /* One "key = value" line (NUL-terminated, no newline) of the secret file. */
-static int file_line(const char *path, unsigned lineno, char *line, struct gw_creds *from_file, bool seen[F_COUNT])
+static int file_line(const char *path, unsigned lineno, char *line, struct iscsi_chap_creds *from_file, bool seen[F_COUNT])
 {
 	char *p = line;
 	while (blank(*p))
@@ -128,7 +112,7 @@ static int file_line(const char *path, unsigned lineno, char *line, struct gw_cr
 }
 
 /* Read and check the secret file into from_file.  Returns 0 or -1 (printed). */
-static int read_secret_file(const char *path, struct gw_creds *from_file)
+static int read_secret_file(const char *path, struct iscsi_chap_creds *from_file)
 {
 	bool seen[F_COUNT] = {false};
 	char *buf = NULL;
@@ -208,12 +192,12 @@ out:
 	}
 	close(fd);
 	if (rc)
-		gw_creds_wipe(from_file);
+		iscsi_chap_creds_wipe(from_file);
 	return rc;
 }
 
 /* Our side and the target's side: a name needs a secret and the other way round. */
-static int check(const struct gw_creds *c)
+static int check(const struct iscsi_chap_creds *c)
 {
 	static const char hint[] = "user%password@ in the URL, -o secret_file= or ISERFUSE_CHAP_PASSWORD";
 	if (c->user[0] && !c->secret[0]) {
@@ -244,12 +228,12 @@ static int check(const struct gw_creds *c)
 	return 0;
 }
 
-int gw_creds_load(struct gw_creds *c, const struct iscsi_url *url, const char *secret_file)
+int gw_creds_load(struct iscsi_chap_creds *c, const struct iscsi_url *url, const char *secret_file)
 {
-	struct gw_creds from_file = {0};
+	struct iscsi_chap_creds from_file = {0};
 	int rc = -1;
 
-	gw_creds_wipe(c);
+	iscsi_chap_creds_wipe(c);
 	if (url->password[0] || url->target_password[0])
 		fprintf(stderr, "iserfuse: warning: a password in the URL is visible to other users of this machine "
 				"(ps, /proc); prefer -o secret_file= or ISERFUSE_CHAP_PASSWORD\n");
@@ -280,9 +264,9 @@ int gw_creds_load(struct gw_creds *c, const struct iscsi_url *url, const char *s
 out:
 	for (int f = 0; f < F_COUNT; f++)
 		unsetenv(env_keys[f]);
-	gw_creds_wipe(&from_file);
+	iscsi_chap_creds_wipe(&from_file);
 	if (rc)
-		gw_creds_wipe(c);
+		iscsi_chap_creds_wipe(c);
 	return rc;
 }
 

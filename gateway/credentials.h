@@ -10,13 +10,6 @@
 #include "../initiator/session.h"
 #include "../initiator/url.h"
 
-struct gw_creds {
-	char user[ISCSI_CRED_MAX];          /* our CHAP name, "" if none */
-	char secret[ISCSI_CRED_MAX];        /* our CHAP secret */
-	char mutual_user[ISCSI_CRED_MAX];   /* the name the target must give (mutual CHAP) */
-	char mutual_secret[ISCSI_CRED_MAX]; /* the target's secret */
-};
-
 /*
  * Fill c, field by field, from the first source that has the field:
  *   1. the URL: user%password@, ?target_user=, ?target_password=;
@@ -34,16 +27,10 @@ struct gw_creds {
  * Returns 0, or -1 after printing one line "iserfuse: ..." on stderr (no
  * secret in it; c is wiped then).
  */
-int gw_creds_load(struct gw_creds *c, const struct iscsi_url *url, const char *secret_file);
+int gw_creds_load(struct iscsi_chap_creds *c, const struct iscsi_url *url, const char *secret_file);
 
-/* Copy c into the session config's CHAP fields, then wipe c. */
-void gw_creds_to_session(struct gw_creds *c, struct iscsi_session_config *sc);
-
-/* Wipe c (explicit_bzero). */
-void gw_creds_wipe(struct gw_creds *c);
-
-/* Wipe the CHAP fields of a session config (explicit_bzero). */
-void gw_creds_wipe_session(struct iscsi_session_config *sc);
+/* Copy c into the session config's CHAP credentials, then wipe c. */
+void gw_creds_to_session(struct iscsi_chap_creds *c, struct iscsi_session_config *sc);
 
 /*
  * Overwrite, with 'x', the passwords inside every iscsi:// argument of

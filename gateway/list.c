@@ -74,14 +74,6 @@ static void watchdog(int sig)
 	_exit(1);
 }
 
-static void wipe_discovery_creds(struct iscsi_discovery_config *dc)
-{
-	explicit_bzero(dc->chap_user, sizeof(dc->chap_user));
-	explicit_bzero(dc->chap_secret, sizeof(dc->chap_secret));
-	explicit_bzero(dc->chap_mutual_user, sizeof(dc->chap_mutual_user));
-	explicit_bzero(dc->chap_mutual_secret, sizeof(dc->chap_mutual_secret));
-}
-
 /*
  * What the listing waits for, when stderr is a terminal: one line on
  * stderr, overwritten as the work moves on, erased before any output line.
@@ -153,7 +145,7 @@ static void print_lun(const struct iscsi_lun_info *info)
 
 /* Log in to one target through one portal and print its LUNs.  Failures are printed, not returned. */
 static void list_portal(const char *target, const struct iscsi_portal *portal, const char *initiator_name,
-			const struct gw_creds *creds, int timeout_ms, struct buf_pool *pool)
+			const struct iscsi_chap_creds *creds, int timeout_ms, struct buf_pool *pool)
 {
 	struct iscsi_session_config sc = {
 		.transport = &iscsi_tcp_transport,
@@ -173,10 +165,7 @@ static void list_portal(const char *target, const struct iscsi_portal *portal, c
 	snprintf(sc.target_name, sizeof(sc.target_name), "%s", target);
 	snprintf(sc.initiator_name, sizeof(sc.initiator_name), "%s", initiator_name);
 	iscsi_neg_config_default(&sc.neg);
-	memcpy(sc.chap_user, creds->user, sizeof(sc.chap_user));
-	memcpy(sc.chap_secret, creds->secret, sizeof(sc.chap_secret));
-	memcpy(sc.chap_mutual_user, creds->mutual_user, sizeof(sc.chap_mutual_user));
-	memcpy(sc.chap_mutual_secret, creds->mutual_secret, sizeof(sc.chap_mutual_secret));
+	sc.chap = *creds;
 	if (list_iser) {
 		sc.transport = &iscsi_iser_transport;
 		sc.transport_ctx = list_iser;
@@ -186,7 +175,7 @@ static void list_portal(const char *target, const struct iscsi_portal *portal, c
 	progress("%s: logging in via " ISCSI_HOSTPORT_FMT " ...", progress_target,
 		 ISCSI_HOSTPORT_ARGS(portal->host, portal->port));
 	int rc = iscsi_session_open(&sc, &s, err, sizeof(err));
-	gw_creds_wipe_session(&sc);
+	iscsi_chap_creds_wipe(&sc.chap);
 	if (rc == 0 && shown.tpgt < 0)
 		shown.tpgt = iscsi_session_params(s)->target_portal_group_tag;
 	iscsi_portal_format(&shown, where, sizeof(where));
@@ -233,7 +222,7 @@ int gw_list(const char *url_text, const char *initiator_name_opt, unsigned login
 	struct iscsi_discovery_config dc = {.transport = &iscsi_tcp_transport};
 	struct iscsi_disc_list list = {0};
 	struct buf_pool *pool = NULL;
-	struct gw_creds creds = {0};
+	struct iscsi_chap_creds creds = {0};
 	char err[512] = "";
 	int timeout_ms = (int)(login_timeout_s ? login_timeout_s : ISCSI_LOGIN_TIMEOUT_DEFAULT_S) * 1000;
 	int rc = 1;
@@ -254,10 +243,7 @@ int gw_list(const char *url_text, const char *initiator_name_opt, unsigned login
 	dc.port = url.port;
 	dc.timeout_ms = timeout_ms;
 	iscsi_neg_config_default(&dc.neg);
-	memcpy(dc.chap_user, creds.user, sizeof(dc.chap_user));
-	memcpy(dc.chap_secret, creds.secret, sizeof(dc.chap_secret));
-	memcpy(dc.chap_mutual_user, creds.mutual_user, sizeof(dc.chap_mutual_user));
-	memcpy(dc.chap_mutual_secret, creds.mutual_secret, sizeof(dc.chap_mutual_secret));
+	dc.chap = creds;
 	int prc = buf_pool_create(&pool, LIST_SCRATCH, 1);
 	if (prc) {
 		fprintf(stderr, "iserfuse: cannot allocate the buffer pool: %s\n", strerror(-prc));
@@ -283,15 +269,15 @@ int gw_list(const char *url_text, const char *initiator_name_opt, unsigned login
 	progress_on = isatty(2);
 	progress("discovery on " ISCSI_HOSTPORT_FMT " ...", ISCSI_HOSTPORT_ARGS(url.host, url.port));
 	int drc = iscsi_discover(&dc, &list, err, sizeof(err));
-	if (drc == -EACCES && dc.chap_user[0]) {
+	if (drc == -EACCES && dc.chap.user[0]) {
 		/* Many targets (tgt among them) authenticate target logins only: the
 		 * credentials still serve those. */
 		progress_clear();
 		log_info("discovery: the CHAP login was refused; trying without CHAP");
-		wipe_discovery_creds(&dc);
+		iscsi_chap_creds_wipe(&dc.chap);
 		drc = iscsi_discover(&dc, &list, err, sizeof(err));
 	}
-	wipe_discovery_creds(&dc);
+	iscsi_chap_creds_wipe(&dc.chap);
 	alarm(0);
 	if (drc) {
 		printable(err);
@@ -330,6 +316,6 @@ out:
 		buf_pool_destroy(pool);
 	iscsi_disc_list_free(&list);
 	iscsi_url_wipe(&url);
-	gw_creds_wipe(&creds);
+	iscsi_chap_creds_wipe(&creds);
 	return rc;
 }

@@ -48,7 +48,7 @@ struct mount {
 	struct fuse_cmdline_opts cmd;   /* libfuse's: mount point, -f, -d, -s, threads */
 	struct iscsi_url url;
 	enum gw_transport tmode;
-	struct gw_creds creds;
+	struct iscsi_chap_creds creds;
 	struct gw_pool_plan plan;
 	struct gw g;
 	struct iser_ctx *iser;          /* NULL over TCP */
@@ -347,7 +347,7 @@ static int mount_connect(struct mount *m)
 	if (gw_settings_digests(&sc.neg, &m->url, o))
 		return -1;
 	if (gw_pool_create(g, &m->plan)) {
-		gw_creds_wipe_session(&sc);
+		iscsi_chap_creds_wipe(&sc.chap);
 		return -1;
 	}
 	gw_creds_to_session(&m->creds, &sc);
@@ -358,7 +358,7 @@ static int mount_connect(struct mount *m)
 	int src = gw_session_open(m->tmode, &sc, g->pool, &m->iser, &g->s, m->err, sizeof(m->err));
 	thread_quiet_end(&oldmask);
 	g->iser = m->iser != NULL;
-	gw_creds_wipe_session(&sc);
+	iscsi_chap_creds_wipe(&sc.chap);
 	if (src) {
 		fprintf(stderr, "iserfuse: %s\n", m->err);
 		buf_pool_destroy(g->pool);
@@ -452,7 +452,7 @@ static void mount_free(struct mount *m)
 	if (m->se)
 		fuse_session_destroy(m->se);
 	iscsi_url_wipe(&m->url);
-	gw_creds_wipe(&m->creds);
+	iscsi_chap_creds_wipe(&m->creds);
 	free(m->cmd.mountpoint);
 	gw_settings_free(&m->o);
 	gw_config_free(&m->conf);

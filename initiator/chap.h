@@ -17,6 +17,9 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <string.h>
+
+#include "url.h"
 
 #define ISCSI_CHAP_MD5 5u
 #define ISCSI_CHAP_SHA1 6u
@@ -88,5 +91,26 @@ int iscsi_chap_check_challenge(const uint8_t *chal, size_t len, const uint8_t *o
 
 /* Compare n bytes in time independent of where they differ (nettle memeql_sec). */
 bool iscsi_chap_equal(const uint8_t *a, const uint8_t *b, size_t n);
+
+/*
+ * CHAP credentials (RFC 7143 §12.1.3), NUL-terminated, "" for none: user
+ * and secret authenticate us to the target; with mutual_user and
+ * mutual_secret set too, the target must prove it knows mutual_secret and
+ * give that name.  The one form of the login, discovery and session
+ * configurations and of the gateway; copied by assignment, wiped whole
+ * with iscsi_chap_creds_wipe.
+ */
+struct iscsi_chap_creds {
+	char user[ISCSI_CRED_MAX];
+	char secret[ISCSI_CRED_MAX];
+	char mutual_user[ISCSI_CRED_MAX];
+	char mutual_secret[ISCSI_CRED_MAX];
+};
+
+/* Overwrite every byte of c with zeroes (explicit_bzero: not optimised away). */
+static inline void iscsi_chap_creds_wipe(struct iscsi_chap_creds *c)
+{
+	explicit_bzero(c, sizeof(*c));
+}
 
 #endif

@@ -415,10 +415,7 @@ int iscsi_discover(const struct iscsi_discovery_config *cfg, struct iscsi_disc_l
 	lc.cmdsn = 1;
 	lc.neg = cfg->neg;
 	lc.timeout_ms = cfg->timeout_ms;
-	memcpy(lc.chap_user, cfg->chap_user, sizeof(lc.chap_user));
-	memcpy(lc.chap_secret, cfg->chap_secret, sizeof(lc.chap_secret));
-	memcpy(lc.chap_mutual_user, cfg->chap_mutual_user, sizeof(lc.chap_mutual_user));
-	memcpy(lc.chap_mutual_secret, cfg->chap_mutual_secret, sizeof(lc.chap_mutual_secret));
+	lc.chap = cfg->chap;
 	rc = iscsi_connect_login(cfg->transport, cfg->transport_ctx, cfg->host, cfg->port, &lc, &lr, &t, err, err_cap);
 	iscsi_login_config_wipe(&lc);
 	if (rc)

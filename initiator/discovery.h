@@ -15,6 +15,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 
+#include "chap.h"
 #include "text.h"
 #include "transport.h"
 #include "url.h"
@@ -58,10 +59,7 @@ struct iscsi_discovery_config {
 	 * struct iscsi_login_config; all "" for AuthMethod=None.  Owned by the
 	 * caller, who wipes them.
 	 */
-	char chap_user[ISCSI_CRED_MAX];
-	char chap_secret[ISCSI_CRED_MAX];
-	char chap_mutual_user[ISCSI_CRED_MAX];
-	char chap_mutual_secret[ISCSI_CRED_MAX];
+	struct iscsi_chap_creds chap;
 };
 
 /*

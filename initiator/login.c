@@ -520,13 +520,13 @@ static int chap_answer(struct login_ctx *c)
 		rc = -EACCES;
 		goto out;
 	}
-	rc = iscsi_chap_response(c->alg, id, cfg->chap_secret, strlen(cfg->chap_secret), chal, chal_len, digest);
+	rc = iscsi_chap_response(c->alg, id, cfg->chap.secret, strlen(cfg->chap.secret), chal, chal_len, digest);
 	if (rc < 0) {
 		snprintf(c->err, c->err_cap, "login: CHAP %s is not available", iscsi_chap_alg_name(c->alg));
 		goto out;
 	}
 	iscsi_chap_encode_hex(digest, (size_t)rc, hex, sizeof(hex));
-	if ((rc = add(c, "CHAP_N", cfg->chap_user)) || (rc = add(c, "CHAP_R", hex)))
+	if ((rc = add(c, "CHAP_N", cfg->chap.user)) || (rc = add(c, "CHAP_R", hex)))
 		goto out;
 	if (c->mutual) {
 		char idtext[4];
@@ -536,7 +536,7 @@ static int chap_answer(struct login_ctx *c)
 			goto out;
 	}
 	log_info("CHAP: %s%s, answered as %s", iscsi_chap_alg_name(c->alg), c->mutual ? ", mutual" : "",
-		 cfg->chap_user);
+		 cfg->chap.user);
 	c->auth = AUTH_CHAP_R_SENT;
 	c->transit = true;
 out:
@@ -559,12 +559,12 @@ static int chap_verify_target(struct login_ctx *c)
 		snprintf(c->err, c->err_cap, "login: mutual CHAP: the target did not answer our challenge");
 		return -EACCES;
 	}
-	if (strcmp(c->keys.n, cfg->chap_mutual_user) != 0) {
+	if (strcmp(c->keys.n, cfg->chap.mutual_user) != 0) {
 		snprintf(c->err, c->err_cap,
 			 "login: mutual CHAP: the target's answer is wrong (CHAP_N is not the configured mutual user)");
 		return -EACCES;
 	}
-	rc = iscsi_chap_response(c->alg, c->my_id, cfg->chap_mutual_secret, strlen(cfg->chap_mutual_secret),
+	rc = iscsi_chap_response(c->alg, c->my_id, cfg->chap.mutual_secret, strlen(cfg->chap.mutual_secret),
 				 c->my_chal, c->my_chal_len, want);
 	if (rc > 0 && iscsi_chap_decode(c->keys.r, got, sizeof(got), &got_len) == 0 && got_len == (size_t)rc &&
 	    iscsi_chap_equal(got, want, got_len))
@@ -577,7 +577,7 @@ static int chap_verify_target(struct login_ctx *c)
 		snprintf(c->err, c->err_cap, "login: mutual CHAP: the target's answer is wrong");
 		return rc;
 	}
-	log_info("CHAP: the target proved its identity as %s", cfg->chap_mutual_user);
+	log_info("CHAP: the target proved its identity as %s", cfg->chap.mutual_user);
 	return 0;
 }
 
@@ -625,8 +625,8 @@ static int chap_step(struct login_ctx *c)
 static int chap_setup(struct login_ctx *c)
 {
 	const struct iscsi_login_config *cfg = c->cfg;
-	bool user = cfg->chap_user[0], secret = cfg->chap_secret[0];
-	bool muser = cfg->chap_mutual_user[0], msecret = cfg->chap_mutual_secret[0];
+	bool user = cfg->chap.user[0], secret = cfg->chap.secret[0];
+	bool muser = cfg->chap.mutual_user[0], msecret = cfg->chap.mutual_secret[0];
 
 	if (user != secret || muser != msecret) {
 		snprintf(c->err, c->err_cap, "login: CHAP needs both a user name and a secret%s",
@@ -637,7 +637,7 @@ static int chap_setup(struct login_ctx *c)
 		snprintf(c->err, c->err_cap, "login: mutual CHAP needs our own CHAP user and secret too");
 		return -EINVAL;
 	}
-	if (msecret && strcmp(cfg->chap_secret, cfg->chap_mutual_secret) == 0) {
+	if (msecret && strcmp(cfg->chap.secret, cfg->chap.mutual_secret) == 0) {
 		snprintf(c->err, c->err_cap,
 			 "login: the mutual CHAP secret must differ from the initiator's (RFC 7143 §12.1.3)");
 		return -EINVAL;
@@ -678,10 +678,7 @@ bool iscsi_login_chap_retry(struct iscsi_login_config *cfg, const struct iscsi_l
 
 void iscsi_login_config_wipe(struct iscsi_login_config *cfg)
 {
-	explicit_bzero(cfg->chap_user, sizeof(cfg->chap_user));
-	explicit_bzero(cfg->chap_secret, sizeof(cfg->chap_secret));
-	explicit_bzero(cfg->chap_mutual_user, sizeof(cfg->chap_mutual_user));
-	explicit_bzero(cfg->chap_mutual_secret, sizeof(cfg->chap_mutual_secret));
+	iscsi_chap_creds_wipe(&cfg->chap);
 }
 
 static int apply_key(void *arg, const char *key, const char *value)

@@ -33,16 +33,11 @@ struct iscsi_login_config {
 	 */
 	int64_t deadline_ms;
 	/*
-	 * CHAP credentials (RFC 7143 §12.1.3), NUL-terminated; all "" for
-	 * AuthMethod=None.  chap_user and chap_secret authenticate us to the
-	 * target; with chap_mutual_user and chap_mutual_secret set too, the
-	 * target must prove it knows chap_mutual_secret and give that name.
-	 * Owned by the caller, who wipes them (iscsi_login_config_wipe).
+	 * CHAP credentials (struct iscsi_chap_creds, chap.h); all "" for
+	 * AuthMethod=None.  Owned by the caller, who wipes them
+	 * (iscsi_login_config_wipe).
 	 */
-	char chap_user[ISCSI_CRED_MAX];
-	char chap_secret[ISCSI_CRED_MAX];
-	char chap_mutual_user[ISCSI_CRED_MAX];
-	char chap_mutual_secret[ISCSI_CRED_MAX];
+	struct iscsi_chap_creds chap;
 	/* CHAP_A values offered, most preferred first, 0-terminated; all 0: 8,7,6,5 */
 	uint8_t chap_algs[ISCSI_CHAP_ALGS_MAX];
 };

@@ -93,10 +93,7 @@ struct iscsi_session_config {
 	 * logins of recovery and wipes it in iscsi_session_close (or when open
 	 * fails); the caller wipes cfg.
 	 */
-	char chap_user[ISCSI_CRED_MAX];
-	char chap_secret[ISCSI_CRED_MAX];
-	char chap_mutual_user[ISCSI_CRED_MAX];
-	char chap_mutual_secret[ISCSI_CRED_MAX];
+	struct iscsi_chap_creds chap;
 };
 
 /*

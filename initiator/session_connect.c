@@ -22,10 +22,7 @@
 /* The CHAP secrets are wiped, never just freed (RFC 7143 §12.1.3). */
 void sess_wipe_creds(struct iscsi_session *s)
 {
-	explicit_bzero(s->cfg.chap_user, sizeof(s->cfg.chap_user));
-	explicit_bzero(s->cfg.chap_secret, sizeof(s->cfg.chap_secret));
-	explicit_bzero(s->cfg.chap_mutual_user, sizeof(s->cfg.chap_mutual_user));
-	explicit_bzero(s->cfg.chap_mutual_secret, sizeof(s->cfg.chap_mutual_secret));
+	iscsi_chap_creds_wipe(&s->cfg.chap);
 }
 
 /* Login redirections followed in one attempt (RFC 7143 §11.13.5, status class 1). */
@@ -57,10 +54,7 @@ int sess_connect_login(struct iscsi_session *s, int timeout_ms, int64_t deadline
 	lc.timeout_ms = timeout_ms;
 	lc.deadline_ms = deadline_ms; /* every hop and CHAP retry within it */
 	memcpy(lc.chap_algs, s->chap_algs, sizeof(lc.chap_algs));
-	memcpy(lc.chap_user, cfg->chap_user, sizeof(lc.chap_user));
-	memcpy(lc.chap_secret, cfg->chap_secret, sizeof(lc.chap_secret));
-	memcpy(lc.chap_mutual_user, cfg->chap_mutual_user, sizeof(lc.chap_mutual_user));
-	memcpy(lc.chap_mutual_secret, cfg->chap_mutual_secret, sizeof(lc.chap_mutual_secret));
+	lc.chap = cfg->chap;
 
 	struct iscsi_transport *t = NULL;
 	int rc = 0;

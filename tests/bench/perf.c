@@ -170,8 +170,8 @@ int main(int argc, char **argv)
 	snprintf(c.host, sizeof(c.host), "%s", u.host);
 	snprintf(c.target_name, sizeof(c.target_name), "%s", u.target);
 	snprintf(c.initiator_name, sizeof(c.initiator_name), "iqn.2026-11.org.example:iserfuse-perf");
-	snprintf(c.chap_user, sizeof(c.chap_user), "%s", u.user);
-	snprintf(c.chap_secret, sizeof(c.chap_secret), "%s", u.password);
+	snprintf(c.chap.user, sizeof(c.chap.user), "%s", u.user);
+	snprintf(c.chap.secret, sizeof(c.chap.secret), "%s", u.password);
 	iscsi_neg_config_default(&c.neg);
 	if ((u.header_digest[0] && iscsi_neg_set_digest(&c.neg, false, u.header_digest)) ||
 	    (u.data_digest[0] && iscsi_neg_set_digest(&c.neg, true, u.data_digest))) {

@@ -154,12 +154,12 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		c.neg.header_digest_pref = c.neg.data_digest_pref = ISCSI_DIGEST_REQUIRE_CRC32C;
 	}
 	if (mode & 1) {
-		strcpy(c.chap_user, "user");
-		strcpy(c.chap_secret, "secret-of-12-plus");
+		strcpy(c.chap.user, "user");
+		strcpy(c.chap.secret, "secret-of-12-plus");
 	}
 	if ((mode & 3) == 3) {
-		strcpy(c.chap_mutual_user, "target");
-		strcpy(c.chap_mutual_secret, "other-secret-12-plus");
+		strcpy(c.chap.mutual_user, "target");
+		strcpy(c.chap.mutual_secret, "other-secret-12-plus");
 	}
 	struct iscsi_login_result res;
 	char err[256];

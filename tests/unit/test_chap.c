@@ -373,11 +373,11 @@ static struct iscsi_login_config config(bool mutual)
 	c.cmdsn = 1;
 	c.timeout_ms = 1000;
 	iscsi_neg_config_default(&c.neg);
-	strcpy(c.chap_user, "alice");
-	strcpy(c.chap_secret, "secretpass12");
+	strcpy(c.chap.user, "alice");
+	strcpy(c.chap.secret, "secretpass12");
 	if (mutual) {
-		strcpy(c.chap_mutual_user, "tgt");
-		strcpy(c.chap_mutual_secret, "tgtsecret123");
+		strcpy(c.chap.mutual_user, "tgt");
+		strcpy(c.chap.mutual_secret, "tgtsecret123");
 	}
 	return c;
 }
@@ -470,7 +470,7 @@ Test(chap_login, mutual_wrong_secret_configured)
 {
 	struct ft f = target();
 	struct iscsi_login_config c = config(true);
-	strcpy(c.chap_mutual_secret, "not-the-target");
+	strcpy(c.chap.mutual_secret, "not-the-target");
 	char err[256] = "";
 	cr_assert_eq(login(&f, &c, err, sizeof(err)), -EACCES);
 	cr_assert(strstr(err, "mutual CHAP: the target's answer is wrong"), "%s", err);
@@ -599,7 +599,7 @@ Test(chap_login, without_credentials_a_chap_target_says_so)
 {
 	struct ft f = target();
 	struct iscsi_login_config c = config(false);
-	c.chap_user[0] = c.chap_secret[0] = '\0';
+	c.chap.user[0] = c.chap.secret[0] = '\0';
 	char err[512] = "";
 	/* The fake refuses AuthMethod=None with 0x0201. */
 	cr_assert_eq(login(&f, &c, err, sizeof(err)), -EACCES);
@@ -613,13 +613,13 @@ Test(chap_login, inconsistent_credentials)
 	struct ft f = target();
 	char err[256] = "";
 	struct iscsi_login_config c = config(false);
-	c.chap_secret[0] = '\0';
+	c.chap.secret[0] = '\0';
 	cr_assert_eq(login(&f, &c, err, sizeof(err)), -EINVAL);
 	c = config(true);
-	c.chap_mutual_user[0] = '\0';
+	c.chap.mutual_user[0] = '\0';
 	cr_assert_eq(login(&f, &c, err, sizeof(err)), -EINVAL);
 	c = config(true);
-	strcpy(c.chap_mutual_secret, c.chap_secret);
+	strcpy(c.chap.mutual_secret, c.chap.secret);
 	cr_assert_eq(login(&f, &c, err, sizeof(err)), -EINVAL);
 	cr_assert(strstr(err, "differ"), "%s", err);
 	c = config(false);
@@ -657,7 +657,7 @@ Test(chap_login, wipe)
 {
 	struct iscsi_login_config c = config(true);
 	iscsi_login_config_wipe(&c);
-	for (size_t i = 0; i < sizeof(c.chap_secret); i++)
-		cr_assert(c.chap_secret[i] == 0 && c.chap_mutual_secret[i] == 0 && c.chap_user[i] == 0 &&
-			  c.chap_mutual_user[i] == 0);
+	for (size_t i = 0; i < sizeof(c.chap.secret); i++)
+		cr_assert(c.chap.secret[i] == 0 && c.chap.mutual_secret[i] == 0 && c.chap.user[i] == 0 &&
+			  c.chap.mutual_user[i] == 0);
 }
