@@ -87,8 +87,9 @@ int blk_dev_init(struct blk_dev *d, struct iscsi_session *s, struct buf_pool *po
  * outlive d) instead of blk_session_ops_iscsi; s is passed to ops as is and
  * may be any object of the caller's (a unit test's fake session).  The
  * most blocks per command (max_xfer_blocks) is 0xffff, clamped to the
- * Block Limits VPD MAXIMUM TRANSFER LENGTH (SBC-3 §6.5.3) when info has one
- * and to ops->max_cmd_bytes / block size.  Returns 0, -EINVAL or -ENOMEM.
+ * Block Limits VPD page's MAXIMUM TRANSFER LENGTH (SBC-3 §6.6.4) when info
+ * has one and to ops->max_cmd_bytes / block size.  Returns 0, -EINVAL (slice
+ * too small) or -ENOMEM.
  */
 int blk_dev_init_ops(struct blk_dev *d, struct iscsi_session *s, const struct blk_session_ops *ops,
 		     struct buf_pool *pool, const struct iscsi_lun_info *info, size_t max_io);
@@ -113,10 +114,16 @@ void blk_dev_set_capacity(struct blk_dev *d, uint64_t nblocks);
 /* The size in bytes, read atomically (it may change under blk_dev_set_capacity). */
 uint64_t blk_dev_size(const struct blk_dev *d);
 
-/* The capacity in logical blocks of bs bytes, read atomically (as blk_dev_size). */
+/*
+ * The capacity in logical blocks of bs bytes (READ CAPACITY(10)/(16), SBC-3 §5.15/§5.16),
+ * read atomically: it may change under blk_dev_set_capacity.
+ */
 uint64_t blk_dev_nblocks(const struct blk_dev *d);
 
-/* The retry queue set by blk_dev_set_retry, read atomically; NULL when none (or shutting down). */
+/*
+ * The retry queue set by blk_dev_set_retry (owned by the caller of that),
+ * read atomically; NULL when none or once shutting down.
+ */
 struct blk_retry *blk_dev_retry(const struct blk_dev *d);
 
 /*
