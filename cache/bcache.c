@@ -56,7 +56,8 @@ struct flush_waiter {
 
 struct bcache_dev {
 	struct bcache *c;
-	struct bcache_backend be;
+	struct bcache_backend be;     /* be.size is the size at bcache_dev_add only: read dev_size */
+	_Atomic uint64_t size;        /* device size, bytes (bcache_dev_invalidate changes it) */
 	struct bcache_write *writes;  /* write-through writes in flight */
 	unsigned wb_inflight;         /* write-backs in flight */
 	int wb_err;                   /* first write-back error since the last flush reported */
@@ -162,6 +163,7 @@ int bcache_dev_add(struct bcache *c, const struct bcache_backend *be, struct bca
 		return -ENOMEM;
 	d->c = c;
 	d->be = *be;
+	atomic_init(&d->size, be->size);
 	while ((1u << d->lbshift) < be->lbsize)
 		d->lbshift++;
 	*out = d;
@@ -200,7 +202,7 @@ static void hash_remove(struct bcache *c, struct entry *e)
 
 /* Bytes of block blk on d (the last block may be short). */
 /* The device's size in bytes (bcache_dev_invalidate changes it). */
-static uint64_t dev_size(const struct bcache_dev *d) { return __atomic_load_n(&d->be.size, __ATOMIC_ACQUIRE); }
+static uint64_t dev_size(const struct bcache_dev *d) { return atomic_load_explicit(&d->size, memory_order_acquire); }
 
 static size_t blen(const struct bcache_dev *d, uint64_t blk)
 {
@@ -1024,7 +1026,7 @@ uint64_t bcache_dev_invalidate(struct bcache_dev *d, uint64_t size)
 	struct bcache *c = d->c;
 	uint64_t lost = 0;
 	pthread_mutex_lock(&c->lock);
-	__atomic_store_n(&d->be.size, size, __ATOMIC_RELEASE);
+	atomic_store_explicit(&d->size, size, memory_order_release);
 	c->seq++;
 	atomic_fetch_add(&d->gen, 1);
 	for (unsigned i = 0; i < c->n; i++) {

@@ -32,7 +32,7 @@ void bcache_blk_backend(struct bcache_backend *be, struct blk_dev *d)
 {
 	memset(be, 0, sizeof(*be));
 	be->ctx = d;
-	be->size = d->size;
+	be->size = blk_dev_size(d);
 	be->lbsize = d->bs;
 	be->max_io = d->max_io;
 	be->read = be_read;

@@ -31,17 +31,30 @@ struct blk_req {
 	void *arg;
 };
 
+const struct blk_session_ops blk_session_ops_iscsi = {
+	.submit = iscsi_session_submit,
+	.max_cmd_bytes = iscsi_session_max_cmd_bytes,
+};
+
 int blk_dev_init(struct blk_dev *d, struct iscsi_session *s, struct buf_pool *pool,
 		 const struct iscsi_lun_info *info, size_t max_io)
 {
+	return blk_dev_init_ops(d, s, &blk_session_ops_iscsi, pool, info, max_io);
+}
+
+int blk_dev_init_ops(struct blk_dev *d, struct iscsi_session *s, const struct blk_session_ops *ops,
+		     struct buf_pool *pool, const struct iscsi_lun_info *info, size_t max_io)
+{
 	memset(d, 0, sizeof(*d));
 	d->s = s;
+	d->ops = ops;
 	d->pool = pool;
 	d->lun_field = info->lun_field;
 	d->lun = info->lun;
 	d->bs = info->cap.block_size;
-	d->nblocks = info->cap.nblocks;
-	d->size = d->nblocks * d->bs;
+	atomic_init(&d->nblocks, info->cap.nblocks);
+	atomic_init(&d->size, info->cap.nblocks * d->bs);
+	atomic_init(&d->retry, NULL);
 	d->use16 = info->use16;
 	d->max_io = max_io;
 	d->retry_budget_ms = 30000;
@@ -50,7 +63,7 @@ int blk_dev_init(struct blk_dev *d, struct iscsi_session *s, struct buf_pool *po
 	uint64_t maxb = 0xffff; /* keeps 10-byte CDBs possible and bursts moderate */
 	if (info->have_block_limits && info->bl.max_xfer_len && info->bl.max_xfer_len < maxb)
 		maxb = info->bl.max_xfer_len;
-	uint32_t cap = iscsi_session_max_cmd_bytes(s); /* the transport's own limit (iSER) */
+	uint32_t cap = ops->max_cmd_bytes(s); /* the transport's own limit (iSER) */
 	if (cap && cap / d->bs < maxb)
 		maxb = cap / d->bs;
 	d->max_xfer_blocks = (uint32_t)maxb;
@@ -64,17 +77,21 @@ int blk_dev_init(struct blk_dev *d, struct iscsi_session *s, struct buf_pool *po
 
 void blk_dev_set_retry(struct blk_dev *d, struct blk_retry *q, uint32_t budget_ms)
 {
-	__atomic_store_n(&d->retry, q, __ATOMIC_RELEASE);
+	atomic_store_explicit(&d->retry, q, memory_order_release);
 	d->retry_budget_ms = budget_ms;
 }
 
 void blk_dev_set_capacity(struct blk_dev *d, uint64_t nblocks)
 {
-	__atomic_store_n(&d->nblocks, nblocks, __ATOMIC_RELEASE);
-	__atomic_store_n(&d->size, nblocks * d->bs, __ATOMIC_RELEASE);
+	atomic_store_explicit(&d->nblocks, nblocks, memory_order_release);
+	atomic_store_explicit(&d->size, nblocks * d->bs, memory_order_release);
 }
 
-uint64_t blk_dev_size(const struct blk_dev *d) { return __atomic_load_n(&d->size, __ATOMIC_ACQUIRE); }
+uint64_t blk_dev_size(const struct blk_dev *d) { return atomic_load_explicit(&d->size, memory_order_acquire); }
+
+uint64_t blk_dev_nblocks(const struct blk_dev *d) { return atomic_load_explicit(&d->nblocks, memory_order_acquire); }
+
+struct blk_retry *blk_dev_retry(const struct blk_dev *d) { return atomic_load_explicit(&d->retry, memory_order_acquire); }
 
 void blk_dev_fini(struct blk_dev *d)
 {
@@ -180,7 +197,7 @@ static void submit(struct blk_req *r)
 		break;
 	}
 	r->cur_blk = n;
-	int rc = iscsi_session_submit(d->s, &cmd);
+	int rc = d->ops->submit(d->s, &cmd);
 	if (rc)
 		finish(r, rc == -ENOTCONN ? -EIO : rc);
 }
@@ -218,7 +235,7 @@ static void retry_fire(struct blk_retry_item *it)
 static bool retry_later(struct blk_req *r, const struct iscsi_cmd_result *res)
 {
 	struct blk_dev *d = r->d;
-	struct blk_retry *q = __atomic_load_n(&d->retry, __ATOMIC_ACQUIRE); /* NULL once shutting down */
+	struct blk_retry *q = blk_dev_retry(d); /* NULL once shutting down */
 	int delay = blk_retry_decide(q, d->lun_field, res, &r->retries, &r->retry_t0, d->retry_budget_ms);
 	if (delay < 0)
 		return false;
@@ -296,7 +313,8 @@ int blk_read(struct blk_dev *d, uint64_t off, size_t len, blk_done_fn cb, void *
 
 int blk_read_into(struct blk_dev *d, uint64_t off, size_t len, void *buf, blk_done_fn cb, void *arg)
 {
-	if (len == 0 || len > d->max_io || off >= d->size || len > d->size - off || off % d->bs || len % d->bs)
+	uint64_t size = blk_dev_size(d);
+	if (len == 0 || len > d->max_io || off >= size || len > size - off || off % d->bs || len % d->bs)
 		return -EINVAL;
 	struct blk_req *r = calloc(1, sizeof(*r));
 	if (!r)

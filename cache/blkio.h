@@ -25,13 +25,32 @@
 
 struct blk_req;
 
+/*
+ * What block I/O calls on the session (RFC 7143 §3.2 SCSI commands over
+ * one iSCSI session).  blk_dev_init uses blk_session_ops_iscsi, the real
+ * iscsi_session_* functions; a unit test replaces them with a fake through
+ * blk_dev_init_ops.  Same contracts as iscsi_session_submit and
+ * iscsi_session_max_cmd_bytes (session.h): submit copies *cmd, returns 0
+ * (cmd->cb called exactly once, on the event thread) or a negative errno
+ * (-ENOTCONN, -EINVAL; cb not called); max_cmd_bytes is the most payload
+ * bytes one command may move, 0 for no limit.
+ */
+struct blk_session_ops {
+	int (*submit)(struct iscsi_session *s, const struct iscsi_cmd *cmd);
+	uint32_t (*max_cmd_bytes)(const struct iscsi_session *s);
+};
+
+/* The real session: iscsi_session_submit and iscsi_session_max_cmd_bytes. */
+extern const struct blk_session_ops blk_session_ops_iscsi;
+
 struct blk_dev {
 	struct iscsi_session *s;
+	const struct blk_session_ops *ops; /* how commands reach s (blk_session_ops_iscsi) */
 	struct buf_pool *pool;
 	uint64_t lun_field;
 	uint32_t bs;               /* logical block size, bytes */
-	uint64_t nblocks;
-	uint64_t size;             /* bytes */
+	_Atomic uint64_t nblocks;  /* read with blk_dev_nblocks (changes under blk_dev_set_capacity) */
+	_Atomic uint64_t size;     /* bytes; read with blk_dev_size */
 	uint32_t max_xfer_blocks;  /* most blocks in one SCSI command */
 	size_t max_io;             /* most bytes in one blk request */
 	bool use16;
@@ -44,7 +63,7 @@ struct blk_dev {
 	atomic_uint_fast64_t rmw_count;
 	atomic_uint_fast64_t rmw_bytes_copied; /* edge-block bytes merged into writes (read-modify-write) */
 	uint16_t lun;              /* the LUN number, for messages */
-	struct blk_retry *retry;   /* delayed retries and UNIT ATTENTION hook; NULL: retry at once, 8 times */
+	struct blk_retry *_Atomic retry; /* delayed retries and UNIT ATTENTION hook; NULL: retry at once, 8 times */
 	uint32_t retry_budget_ms;  /* how long BUSY / becoming ready keep being retried */
 };
 
@@ -62,6 +81,18 @@ typedef void (*blk_done_fn)(void *arg, int err, const void *data, size_t len);
  */
 int blk_dev_init(struct blk_dev *d, struct iscsi_session *s, struct buf_pool *pool,
 		 const struct iscsi_lun_info *info, size_t max_io);
+
+/*
+ * blk_dev_init with the session reached through ops (not copied: it must
+ * outlive d) instead of blk_session_ops_iscsi; s is passed to ops as is and
+ * may be any object of the caller's (a unit test's fake session).  The
+ * most blocks per command (max_xfer_blocks) is 0xffff, clamped to the
+ * Block Limits VPD page's MAXIMUM TRANSFER LENGTH (SBC-3 §6.6.4) when info
+ * has one and to ops->max_cmd_bytes / block size.  Returns 0, -EINVAL (slice
+ * too small) or -ENOMEM.
+ */
+int blk_dev_init_ops(struct blk_dev *d, struct iscsi_session *s, const struct blk_session_ops *ops,
+		     struct buf_pool *pool, const struct iscsi_lun_info *info, size_t max_io);
 void blk_dev_fini(struct blk_dev *d);
 
 /*
@@ -82,6 +113,18 @@ void blk_dev_set_capacity(struct blk_dev *d, uint64_t nblocks);
 
 /* The size in bytes, read atomically (it may change under blk_dev_set_capacity). */
 uint64_t blk_dev_size(const struct blk_dev *d);
+
+/*
+ * The capacity in logical blocks of bs bytes (READ CAPACITY(10)/(16), SBC-3 §5.15/§5.16),
+ * read atomically: it may change under blk_dev_set_capacity.
+ */
+uint64_t blk_dev_nblocks(const struct blk_dev *d);
+
+/*
+ * The retry queue set by blk_dev_set_retry (owned by the caller of that),
+ * read atomically; NULL when none or once shutting down.
+ */
+struct blk_retry *blk_dev_retry(const struct blk_dev *d);
 
 /*
  * Read len bytes at byte offset off (off + len <= size, 0 < len <= max_io).

@@ -186,7 +186,7 @@ static void mid_submit(struct disc_op *op)
 		cmd.cdb_len = (uint8_t)scsi_cdb_write(cmd.cdb, op->lba, op->cur, false);
 		break;
 	}
-	int rc = iscsi_session_submit(d->s, &cmd);
+	int rc = d->ops->submit(d->s, &cmd);
 	if (rc)
 		mid_finish(op, rc == -ENOTCONN ? -EIO : rc);
 }
@@ -204,7 +204,7 @@ static void mid_fire(struct blk_retry_item *it)
 static bool retry_later(struct blk_dev *d, const struct iscsi_cmd_result *res, unsigned *retries, uint64_t *t0,
 			struct blk_retry_item *it, void (*fire)(struct blk_retry_item *))
 {
-	struct blk_retry *q = __atomic_load_n(&d->retry, __ATOMIC_ACQUIRE); /* NULL once shutting down */
+	struct blk_retry *q = blk_dev_retry(d); /* NULL once shutting down */
 	int delay = blk_retry_decide(q, d->lun_field, res, retries, t0, d->retry_budget_ms);
 	if (delay < 0)
 		return false;
@@ -358,7 +358,7 @@ static void seek_submit(struct seek_op *op)
 	struct iscsi_cmd cmd = {.lun = op->d->lun_field, .cb = seek_done, .arg = op, .dir = ISCSI_DIR_READ,
 				.buf = op->slice, .len = LBA_STATUS_ALLOC};
 	cmd.cdb_len = (uint8_t)scsi_cdb_get_lba_status(cmd.cdb, op->lba, LBA_STATUS_ALLOC);
-	int rc = iscsi_session_submit(op->d->s, &cmd);
+	int rc = op->d->ops->submit(op->d->s, &cmd);
 	if (rc)
 		seek_finish(op, rc == -ENOTCONN ? -EIO : rc, 0);
 }
@@ -388,6 +388,7 @@ static void seek_done(void *arg, const struct iscsi_cmd_result *res)
 		seek_all_data(op);
 		return;
 	}
+	uint64_t nblocks = blk_dev_nblocks(d);
 	/* The first descriptor must start at the LBA asked about (SBC-3 §5.8.2). */
 	if (scsi_parse_lba_status(op->slice, res->xfer_len, st, LBA_STATUS_MAX, &n, &more) || n == 0 ||
 	    st[0].lba != op->lba) {
@@ -395,7 +396,7 @@ static void seek_done(void *arg, const struct iscsi_cmd_result *res)
 		seek_all_data(op);
 		return;
 	}
-	for (size_t i = 0; i < n && st[i].lba < d->nblocks; i++) {
+	for (size_t i = 0; i < n && st[i].lba < nblocks; i++) {
 		bool data = st[i].status == SCSI_LBA_MAPPED;
 		if (data != op->hole) {
 			uint64_t at = st[i].lba * d->bs;
@@ -404,7 +405,7 @@ static void seek_done(void *arg, const struct iscsi_cmd_result *res)
 		}
 	}
 	uint64_t next = st[n - 1].lba + st[n - 1].nblocks;
-	if (next >= d->nblocks) {
+	if (next >= nblocks) {
 		/* nothing found before the end: the end is a hole, there is no more data */
 		if (op->hole)
 			seek_finish(op, 0, blk_dev_size(d));

@@ -379,7 +379,7 @@ static void capacity_round(struct gw_rescan *r, void *buf, size_t buflen)
 			continue;
 		}
 		wp_follow(r, l, buf, buflen);
-		uint64_t old = atomic_load_explicit(&l->dev.nblocks, memory_order_acquire);
+		uint64_t old = blk_dev_nblocks(&l->dev);
 		if (cap.nblocks == old || cap.nblocks > (uint64_t)INT64_MAX / cap.block_size)
 			continue;
 		flush_cache(l); /* no dirty block may straddle the old end */

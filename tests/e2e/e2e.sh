@@ -26,21 +26,16 @@ here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 . "$here/../lib/targets.sh"
 # shellcheck source-path=SCRIPTDIR source=../lib/report.sh
 . "$here/../lib/report.sh"
+# shellcheck source-path=SCRIPTDIR source=../lib/suite.sh
+. "$here/../lib/suite.sh"
+# shellcheck source-path=SCRIPTDIR source=../lib/mount.sh
+. "$here/../lib/mount.sh"
 
-if [[ $# -ne 1 ]]; then
-	echo "usage: $0 ISERFUSE_BINARY" >&2
-	exit 2
-fi
+suite_args 1 ISERFUSE_BINARY "$@"
 iserfuse=$1
-if [[ ! -x $iserfuse ]]; then
-	echo "$0: $iserfuse: not an executable file" >&2
-	exit 2
-fi
+need_exe "$iserfuse"
 iserfuse=$(cd "$(dirname "$iserfuse")" && pwd)/$(basename "$iserfuse")
-if [[ $(id -u) -ne 0 ]]; then
-	echo "# SKIP: the e2e suite mounts FUSE and loop file systems and runs tgtd, which needs root"
-	exit 77
-fi
+need_root "the e2e suite mounts FUSE and loop file systems and runs tgtd, which needs root"
 
 initiator=iqn.2026-11.org.example:e2e
 size=$((64 * 1024 * 1024))
@@ -71,25 +66,12 @@ expect_fail() {
 		note "$work/log"
 	fi
 }
-is_mounted() {
-	mountpoint -q "$1" 2>/dev/null || grep -qF " $1 " /proc/mounts
-}
 not_mounted() {
 	! is_mounted "$1"
 }
 # The names in directory $1, sorted, on one line.
 names() {
 	find "$1" -mindepth 1 -maxdepth 1 -printf '%f\n' 2>&1 | sort | paste -sd ' ' -
-}
-# PIDs of iserfuse processes serving mountpoint $1.
-daemon_pids() {
-	local p exe want
-	want=$(readlink -f "$iserfuse")
-	for p in $(pgrep -f -- "$1" || true); do
-		exe=$(readlink "/proc/$p/exe" 2>/dev/null) || continue
-		[[ $exe == "$want" ]] && echo "$p"
-	done
-	return 0
 }
 # bytes FILE OFFSET COUNT: COUNT bytes of FILE from byte OFFSET, to stdout.
 bytes() {
@@ -100,19 +82,11 @@ drop_cache() {
 	dd if="$1" iflag=nocache count=0 status=none 2>/dev/null || true
 }
 
-missing=()
-for tool in tgtd tgtadm fusermount3 qemu-img mkfs.ext4 e2fsck mount umount mountpoint \
-	losetup pgrep dd cmp sha256sum timeout ss; do
-	command -v "$tool" >/dev/null 2>&1 || missing+=("$tool")
-done
 [[ -c /dev/fuse ]] || missing+=(/dev/fuse)
-if ((${#missing[@]})); then
-	fail "tools installed (missing: ${missing[*]})"
-	echo "$passed passed, $failed failed"
-	exit 1
-fi
+need_tools tgtd tgtadm fusermount3 qemu-img mkfs.ext4 e2fsck mount umount mountpoint \
+	losetup pgrep dd cmp sha256sum timeout ss
 
-work=$(mktemp -d "${TMPDIR:-/tmp}/iserfuse-e2e.XXXXXX")
+suite_scratch e2e
 mnt=$work/mnt
 loopdir=$work/loop
 neg=$work/neg
@@ -121,27 +95,19 @@ mkdir -p "$mnt" "$loopdir" "$neg" "$romnt"
 daemon_pid=''
 uuser='' udir='' fuse_mode=''
 
-cleanup() {
-	local rc=$? m p busy=0
-	set +e
+suite_drop=('tgtd/*.img' '*.raw' chunk got)
+suite_teardown() {
+	local m busy=0
 	if is_mounted "$loopdir"; then
 		umount "$loopdir" 2>/dev/null || umount -l "$loopdir"
 	fi
 	for m in "$romnt" "$neg" "$mnt"; do
-		if is_mounted "$m"; then
-			fusermount3 -u "$m" 2>/dev/null || fusermount3 -uz "$m" 2>/dev/null || umount -l "$m"
-		fi
-		for p in $(daemon_pids "$m"); do
-			_targets_kill "$p" 5
-		done
+		force_unmount "$m"
+		kill_daemons "$m" 5
 	done
 	if [[ -n $udir ]]; then
-		if is_mounted "$udir/mnt"; then
-			fusermount3 -u "$udir/mnt" 2>/dev/null || fusermount3 -uz "$udir/mnt" 2>/dev/null || umount -l "$udir/mnt"
-		fi
-		for p in $(daemon_pids "$udir/mnt"); do
-			_targets_kill "$p" 5
-		done
+		force_unmount "$udir/mnt"
+		kill_daemons "$udir/mnt" 5
 		if is_mounted "$udir/mnt"; then
 			busy=1
 		else
@@ -156,19 +122,9 @@ cleanup() {
 	for m in "$loopdir" "$romnt" "$neg" "$mnt"; do
 		is_mounted "$m" && busy=1
 	done
-	if ((busy)); then
-		echo "# something is still mounted under $work: left in place"
-	elif ((rc == 0 && failed == 0)); then
-		rm -rf "$work"
-	else
-		rm -f "$work"/tgtd/*.img "$work"/*.raw "$work"/chunk "$work"/got
-		echo "# logs kept in $work"
-	fi
-	exit "$rc"
+	((busy)) && suite_busy="something is still mounted under $work"
+	return 0
 }
-trap cleanup EXIT
-trap 'exit 130' INT
-trap 'exit 143' TERM
 
 # ---------------------------------------------------------------- target
 

@@ -2,11 +2,13 @@
 # shellcheck shell=bash
 #
 # Shared by the recovery suite scripts.  Source after targets.sh and
-# report.sh; needs $work (a fresh directory) and $iserfuse set.
+# report.sh (it sources tests/lib/suite.sh and mount.sh); needs $work (a
+# fresh directory) and $iserfuse set.
 #
-#   tgtd_mounted NAME [OPTS...] a fresh $work (iserfuse-NAME.*) removed at
-#                               exit, with the background job $worker, the
-#                               daemon and tgtd; tgtd with a 64 MiB LUN 1,
+#   tgtd_mounted NAME [OPTS...] a fresh $work (suite_scratch NAME: removed
+#                               at exit unless a check failed), with the
+#                               background job $worker, the daemon and tgtd
+#                               stopped at exit; tgtd with a 64 MiB LUN 1,
 #                               mounted with OPTS; a failed mount prints the
 #                               summary and exits 1
 #   mount_lun URL [OPTS...]     iserfuse -f on $work/mnt in the background,
@@ -20,13 +22,18 @@
 #   fio_verify NAME FILE SIZE   one fio write+verify pass (crc32c) on FILE;
 #                               output to $work/NAME.fio; exit status of fio
 
+# shellcheck source-path=SCRIPTDIR source=../lib/suite.sh
+. "$(dirname "${BASH_SOURCE[0]}")/../lib/suite.sh"
+# shellcheck source-path=SCRIPTDIR source=../lib/mount.sh
+. "$(dirname "${BASH_SOURCE[0]}")/../lib/mount.sh"
+
 tgtd_mounted() {
 	local name=$1
 	shift
-	work=$(mktemp -d "${TMPDIR:-/tmp}/iserfuse-$name.XXXXXX")
+	suite_scratch "$name"
+	suite_drop=('tgtd/*.img' '*.verify.state' pattern got)
 	daemon=''
 	worker=''
-	trap _recovery_cleanup EXIT
 	tgtd_start "$work/tgtd" 64M 0 >/dev/null
 	if ! mount_lun "$TGT_URL/1" "$@"; then
 		fail "mounted"
@@ -36,36 +43,26 @@ tgtd_mounted() {
 	fi
 }
 
-_recovery_cleanup() {
+suite_teardown() {
 	[[ -n $worker ]] && kill "$worker" 2>/dev/null && wait "$worker" 2>/dev/null
-	fusermount3 -u "$work/mnt" 2>/dev/null || fusermount3 -uz "$work/mnt" 2>/dev/null || true
-	[[ -n $daemon ]] && kill -KILL "$daemon" 2>/dev/null || true
+	force_unmount "$work/mnt"
+	[[ -n $daemon ]] && kill -KILL "$daemon" 2>/dev/null
 	tgtd_stop "$work/tgtd"
-	rm -rf "$work"
 }
 
 mount_lun() {
-	local url=$1 i
+	local url=$1
 	shift
 	mkdir -p "$work/mnt"
 	"$iserfuse" -f -o initiator_name=iqn.2026-11.org.example:recovery "$@" "$url" "$work/mnt" \
 		2>>"$work/daemon.log" &
 	daemon=$!
-	for ((i = 0; i < 200; i++)); do
-		[[ -e $work/mnt/lun1 ]] && return 0
-		kill -0 "$daemon" 2>/dev/null || return 1
-		sleep 0.1
-	done
-	return 1
+	wait_lun "$work/mnt" 200 "$daemon"
 }
 
 unmount_check() {
-	local i
 	check "fusermount3 -u" fusermount3 -u "$work/mnt"
-	for ((i = 0; i < 200; i++)); do
-		kill -0 "$daemon" 2>/dev/null || break
-		sleep 0.1
-	done
+	wait_exit "$daemon" 200 || true
 	if kill -0 "$daemon" 2>/dev/null; then
 		fail "the daemon exits after the unmount"
 	else

@@ -34,7 +34,8 @@ if [[ $(id -u) -ne 0 ]] || ! command -v fio >/dev/null || ! command -v ip >/dev/
 	exit 77
 fi
 
-work=$(mktemp -d "${TMPDIR:-/tmp}/iserfuse-linkdown.XXXXXX")
+suite_scratch linkdown
+suite_drop=('*.img' '*.verify.state' pattern got)
 tag=$$
 ns_gw=iserfuse-gw-$tag
 ns_tg=iserfuse-tg-$tag
@@ -44,10 +45,9 @@ daemon=''
 worker=''
 tgt_pid=''
 ctl=''
-cleanup() {
-	set +e
+suite_teardown() {
 	[[ -n $worker ]] && kill "$worker" 2>/dev/null && wait "$worker" 2>/dev/null
-	fusermount3 -u "$work/mnt" 2>/dev/null || fusermount3 -uz "$work/mnt" 2>/dev/null
+	force_unmount "$work/mnt"
 	[[ -n $daemon ]] && kill -KILL "$daemon" 2>/dev/null
 	if [[ -n $tgt_pid ]] && _targets_alive "$tgt_pid"; then
 		kill -KILL "$tgt_pid" 2>/dev/null
@@ -56,9 +56,8 @@ cleanup() {
 	[[ -n $ctl ]] && rm -f "$TGTD_SOCKET_DIR/socket.$ctl" "$TGTD_SOCKET_DIR/socket.$ctl.lock"
 	ip netns del "$ns_gw" 2>/dev/null
 	ip netns del "$ns_tg" 2>/dev/null
-	rm -rf "$work"
+	return 0
 }
-trap cleanup EXIT
 
 # ---------------------------------------------------------------- network
 if ! {
@@ -105,10 +104,7 @@ nsenter --net="/run/netns/$ns_gw" "$iserfuse" -f -o initiator_name=iqn.2026-11.o
 	-o noop_interval=1,noop_timeout=2,replacement_timeout=60,login_timeout=5 \
 	"iscsi://192.0.2.1:3260/$TGT_IQN/1" "$work/mnt" 2>"$work/daemon.log" &
 daemon=$!
-for ((i = 0; i < 200; i++)); do
-	[[ -e $work/mnt/lun1 ]] && break
-	sleep 0.1
-done
+wait_lun "$work/mnt" 200 || true
 if [[ ! -e $work/mnt/lun1 ]]; then
 	fail "mounted over the veth link"
 	note "$work/daemon.log"

@@ -20,31 +20,29 @@ here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 . "$here/../lib/targets.sh"
 # shellcheck source-path=SCRIPTDIR source=../lib/report.sh
 . "$here/../lib/report.sh"
+# shellcheck source-path=SCRIPTDIR source=../lib/suite.sh
+. "$here/../lib/suite.sh"
+# shellcheck source-path=SCRIPTDIR source=../lib/mount.sh
+. "$here/../lib/mount.sh"
 
-if [[ $# -ne 1 || ! -x $1 ]]; then
-	echo "usage: $0 ISERFUSE" >&2
-	exit 2
-fi
+suite_args 1 ISERFUSE "$@"
 iserfuse=$1
-if [[ $(id -u) -ne 0 ]]; then
-	echo "# SKIP: runs tgtd and mounts FUSE, which needs root"
-	exit 77
-fi
+need_exe "$iserfuse"
+need_root "runs tgtd and mounts FUSE, which needs root"
 
-work=$(mktemp -d "${TMPDIR:-/tmp}/iserfuse-keepalive.XXXXXX")
+suite_scratch keepalive
 mnt=$work/mnt
 mkdir -p "$mnt"
 daemon=''
-cleanup() {
+suite_drop=('tgtd/*.img' pattern got)
+suite_teardown() {
 	local pid
 	pid=$(cat "$work/tgtd/pid" 2>/dev/null || true)
-	[[ -n $pid ]] && kill -CONT "$pid" 2>/dev/null || true
-	fusermount3 -u "$mnt" 2>/dev/null || fusermount3 -uz "$mnt" 2>/dev/null || true
-	[[ -n $daemon ]] && kill -KILL "$daemon" 2>/dev/null || true
+	[[ -n $pid ]] && kill -CONT "$pid" 2>/dev/null
+	force_unmount "$mnt"
+	[[ -n $daemon ]] && kill -KILL "$daemon" 2>/dev/null
 	tgtd_stop "$work/tgtd"
-	rm -rf "$work"
 }
-trap cleanup EXIT
 
 tgtd_start "$work/tgtd" 16M 0 >/dev/null
 tgt_pid=$(<"$work/tgtd/pid")
@@ -52,10 +50,7 @@ tgt_pid=$(<"$work/tgtd/pid")
 "$iserfuse" -f -o initiator_name=iqn.2026-11.org.example:keepalive -o noop_interval=1,noop_timeout=2 \
 	-o replacement_timeout=8,login_timeout=4 "$TGT_URL/1" "$mnt" 2>"$work/daemon.log" &
 daemon=$!
-for _ in $(seq 50); do
-	[[ -e $mnt/lun1 ]] && break
-	sleep 0.1
-done
+wait_lun "$mnt" 50 || true
 check "mounted" test -e "$mnt/lun1"
 
 sleep 4 # several ping intervals with nothing else to do
@@ -109,10 +104,7 @@ check_eq "I/O works again once the target answers" "$ok" 1
 check "... with the data written before" cmp -s "$work/got" "$work/pattern"
 check "the daemon is still running" kill -0 "$daemon"
 check "fusermount3 -u" fusermount3 -u "$mnt"
-for _ in $(seq 100); do
-	kill -0 "$daemon" 2>/dev/null || break
-	sleep 0.1
-done
+wait_exit "$daemon" 100 || true
 if kill -0 "$daemon" 2>/dev/null; then
 	fail "the daemon exits after the unmount"
 else

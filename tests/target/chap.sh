@@ -25,37 +25,19 @@ here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 . "$here/../lib/targets.sh"
 # shellcheck source-path=SCRIPTDIR source=../lib/report.sh
 . "$here/../lib/report.sh"
+# shellcheck source-path=SCRIPTDIR source=../lib/suite.sh
+. "$here/../lib/suite.sh"
+# shellcheck source-path=SCRIPTDIR source=../lib/mount.sh
+. "$here/../lib/mount.sh"
 
-if [[ $# -ne 2 ]]; then
-	echo "usage: $0 ISERFUSE TARGET_IO" >&2
-	exit 2
-fi
+suite_args 2 "ISERFUSE TARGET_IO" "$@"
 iserfuse=$1
 target_io=$2
-for exe in "$iserfuse" "$target_io"; do
-	if [[ ! -x $exe ]]; then
-		echo "$0: $exe: not an executable file" >&2
-		exit 2
-	fi
-done
-if [[ $(id -u) -ne 0 ]]; then
-	echo "# SKIP: the chap test runs tgtd and mounts FUSE, which needs root"
-	exit 77
-fi
+need_exe "$iserfuse" "$target_io"
+need_root "the chap test runs tgtd and mounts FUSE, which needs root"
 
 
-missing=()
-for tool in tgtd tgtadm fusermount3 mountpoint pgrep dd cmp timeout ss; do
-	command -v "$tool" >/dev/null 2>&1 || missing+=("$tool")
-done
-if [[ ! -e /dev/fuse ]]; then
-	missing+=(/dev/fuse)
-fi
-if ((${#missing[@]})); then
-	fail "tools installed (missing: ${missing[*]})"
-	echo "$passed passed, $failed failed"
-	exit 1
-fi
+need_tools tgtd tgtadm fusermount3 mountpoint pgrep dd cmp timeout ss /dev/fuse
 
 USER_IN=alice
 SECRET_IN=secretpass12
@@ -65,53 +47,26 @@ WRONG=wrongsecret99
 WRONG_OUT=wrongtarget77
 initiator=iqn.2026-11.org.example:chap-test
 
-work=$(mktemp -d "${TMPDIR:-/tmp}/iserfuse-chap.XXXXXX")
+suite_scratch chap
 mnt=$work/mnt
 mkdir -p "$mnt"
 
-is_mounted() {
-	mountpoint -q "$1" 2>/dev/null || grep -qF " $1 " /proc/mounts
-}
-# PIDs of iserfuse processes serving $mnt.
-daemon_pids() {
-	local p exe want
-	want=$(readlink -f "$iserfuse")
-	for p in $(pgrep -f -- "$mnt" || true); do
-		exe=$(readlink "/proc/$p/exe" 2>/dev/null) || continue
-		[[ $exe == "$want" ]] && echo "$p"
-	done
-	return 0
-}
+# Unmount $mnt and wait up to 10 s for its daemons to exit, then kill them.
 unmount() {
-	local i p
-	if is_mounted "$mnt"; then
-		fusermount3 -u "$mnt" 2>/dev/null || fusermount3 -uz "$mnt" 2>/dev/null || umount -l "$mnt" 2>/dev/null || true
-	fi
+	local i
+	force_unmount "$mnt"
 	for ((i = 0; i < 100; i++)); do
-		[[ -z $(daemon_pids) ]] && return 0
+		[[ -z $(daemon_pids "$mnt") ]] && return 0
 		sleep 0.1
 	done
-	for p in $(daemon_pids); do
-		_targets_kill "$p" 5
-	done
+	kill_daemons "$mnt" 5
 }
 
-cleanup() {
-	local rc=$?
-	set +e
+suite_drop=('*/*.img')
+suite_teardown() {
 	unmount
 	tgtd_stop "$work/tgtd"
-	if ((rc == 0 && failed == 0)); then
-		rm -rf "$work"
-	else
-		rm -f "$work"/*/*.img
-		echo "# logs kept in $work"
-	fi
-	exit "$rc"
 }
-trap cleanup EXIT
-trap 'exit 130' INT
-trap 'exit 143' TERM
 
 # ---------------------------------------------------------------- target
 
@@ -173,7 +128,7 @@ expect_mount() {
 		note "$work/$name.cmp"
 	fi
 	# The daemon's command line shows no password.
-	for p in $(daemon_pids); do
+	for p in $(daemon_pids "$mnt"); do
 		tr '\0' ' ' <"/proc/$p/cmdline" >>"$work/$name.cmdline" 2>/dev/null || true
 	done
 	unmount
@@ -317,7 +272,7 @@ else
 	fail "-d with mutual CHAP: mounted, data reads back"
 	note "$work/debug.err"
 fi
-for p in $(daemon_pids); do # iserfuse itself, not the timeout(1) around it
+for p in $(daemon_pids "$mnt"); do # iserfuse itself, not the timeout(1) around it
 	tr '\0' ' ' <"/proc/$p/cmdline" >>"$work/debug.cmdline" 2>/dev/null || true
 done
 unmount

@@ -20,20 +20,13 @@ here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 . "$here/../lib/targets.sh"
 # shellcheck source-path=SCRIPTDIR source=../lib/report.sh
 . "$here/../lib/report.sh"
+# shellcheck source-path=SCRIPTDIR source=../lib/suite.sh
+. "$here/../lib/suite.sh"
 
-if [[ $# -ne 1 ]]; then
-	echo "usage: $0 ISERFUSE_BINARY" >&2
-	exit 2
-fi
+suite_args 1 ISERFUSE_BINARY "$@"
 iserfuse=$1
-if [[ ! -x $iserfuse ]]; then
-	echo "$0: $iserfuse: not an executable file" >&2
-	exit 2
-fi
-if [[ $(id -u) -ne 0 ]]; then
-	echo "# SKIP: tgtd and istgt need root"
-	exit 77
-fi
+need_exe "$iserfuse"
+need_root "tgtd and istgt need root"
 
 initiator=iqn.2026-11.org.example:list
 check_eq() {
@@ -48,33 +41,14 @@ check_eq() {
 	fi
 }
 
-missing=()
-for tool in tgtd tgtadm istgt iscsi-ls timeout ss; do
-	command -v "$tool" >/dev/null 2>&1 || missing+=("$tool")
-done
-if ((${#missing[@]})); then
-	fail "tools installed (missing: ${missing[*]})"
-	echo "$passed passed, $failed failed"
-	exit 1
-fi
+need_tools tgtd tgtadm istgt iscsi-ls timeout ss
 
-work=$(mktemp -d "${TMPDIR:-/tmp}/iserfuse-list.XXXXXX")
-cleanup() {
-	local rc=$?
-	set +e
+suite_scratch list
+suite_drop=('tgtd/*.img' 'istgt/*.img')
+suite_teardown() {
 	tgtd_stop "$work/tgtd"
 	istgt_stop "$work/istgt"
-	if ((rc == 0 && failed == 0)); then
-		rm -rf "$work"
-	else
-		rm -f "$work"/tgtd/*.img "$work"/istgt/*.img
-		echo "# logs kept in $work"
-	fi
-	exit "$rc"
 }
-trap cleanup EXIT
-trap 'exit 130' INT
-trap 'exit 143' TERM
 
 # list URL: run iserfuse --list, stdout to $work/out, stderr to $work/err; sets rc.
 list() {

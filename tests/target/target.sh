@@ -25,20 +25,13 @@ here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 . "$here/../lib/targets.sh"
 # shellcheck source-path=SCRIPTDIR source=../lib/report.sh
 . "$here/../lib/report.sh"
+# shellcheck source-path=SCRIPTDIR source=../lib/suite.sh
+. "$here/../lib/suite.sh"
 
-if [[ $# -ne 1 ]]; then
-	echo "usage: $0 TARGET_IO" >&2
-	exit 2
-fi
+suite_args 1 TARGET_IO "$@"
 target_io=$1
-if [[ ! -x $target_io ]]; then
-	echo "$0: $target_io: not an executable file" >&2
-	exit 2
-fi
-if [[ $(id -u) -ne 0 ]]; then
-	echo "# SKIP: the target suite runs tgtd and istgt, which need root"
-	exit 77
-fi
+need_exe "$target_io"
+need_root "the target suite runs tgtd and istgt, which need root"
 
 
 # The value of "KEY VALUE" in TARGET_IO's info output ($1), trailing blanks
@@ -54,33 +47,15 @@ tool_field() {
 		sed 's/[[:space:]]*$//'
 }
 
-missing=()
-for tool in tgtd tgtadm istgt iscsi-inq iscsi-readcapacity16 iscsi-ls iscsi-swp timeout ss; do
-	command -v "$tool" >/dev/null 2>&1 || missing+=("$tool")
-done
-if ((${#missing[@]})); then
-	fail "tools installed (missing: ${missing[*]})"
-	echo "$passed passed, $failed failed"
-	exit 1
-fi
+need_tools tgtd tgtadm istgt iscsi-inq iscsi-readcapacity16 iscsi-ls iscsi-swp timeout ss
 
-work=$(mktemp -d "${TMPDIR:-/tmp}/iserfuse-target.XXXXXX")
-cleanup() {
-	local rc=$?
-	set +e
+suite_scratch target
+suite_drop=('*/*.img')
+suite_kept='target logs'
+suite_teardown() {
 	tgtd_stop "$work/tgtd"
 	istgt_stop "$work/istgt"
-	if ((rc == 0 && failed == 0)); then
-		rm -rf "$work"
-	else
-		rm -f "$work"/*/*.img
-		echo "# target logs kept in $work"
-	fi
-	exit "$rc"
 }
-trap cleanup EXIT
-trap 'exit 130' INT
-trap 'exit 143' TERM
 
 # ---------------------------------------------------------------- checks
 

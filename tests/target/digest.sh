@@ -31,69 +31,39 @@ here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 . "$here/../lib/targets.sh"
 # shellcheck source-path=SCRIPTDIR source=../lib/report.sh
 . "$here/../lib/report.sh"
+# shellcheck source-path=SCRIPTDIR source=../lib/suite.sh
+. "$here/../lib/suite.sh"
+# shellcheck source-path=SCRIPTDIR source=../lib/mount.sh
+. "$here/../lib/mount.sh"
 
-if [[ $# -ne 2 ]]; then
-	echo "usage: $0 TARGET_IO ISERFUSE" >&2
-	exit 2
-fi
+suite_args 2 "TARGET_IO ISERFUSE" "$@"
 target_io=$1
 iserfuse=$2
-for f in "$target_io" "$iserfuse"; do
-	if [[ ! -x $f ]]; then
-		echo "$0: $f: not an executable file" >&2
-		exit 2
-	fi
-done
+need_exe "$target_io" "$iserfuse"
 iserfuse=$(cd "$(dirname "$iserfuse")" && pwd)/$(basename "$iserfuse")
-if [[ $(id -u) -ne 0 ]]; then
-	echo "# SKIP: the digest test runs tgtd and mounts, which need root"
-	exit 77
-fi
+need_root "the digest test runs tgtd and mounts, which need root"
 
 info_field() {
 	awk -v k="$2" 'index($0, k " ") == 1 { print substr($0, length(k) + 2); exit }' <<<"$1"
 }
-is_mounted() {
-	mountpoint -q "$1" 2>/dev/null || grep -qF " $1 " /proc/mounts
-}
 
-missing=()
-for tool in tgtd tgtadm fusermount3 mountpoint timeout ss dd cmp; do
-	command -v "$tool" >/dev/null 2>&1 || missing+=("$tool")
-done
-if ((${#missing[@]})); then
-	fail "tools installed (missing: ${missing[*]})"
-	echo "$passed passed, $failed failed"
-	exit 1
-fi
+need_tools tgtd tgtadm fusermount3 mountpoint timeout ss dd cmp
 
-work=$(mktemp -d "${TMPDIR:-/tmp}/iserfuse-digest.XXXXXX")
+suite_scratch digest
 mnt=$work/mnt
 mkdir -p "$mnt"
 proxy_pid=
 daemon_pid=
-cleanup() {
-	local rc=$?
-	set +e
-	if is_mounted "$mnt"; then
-		fusermount3 -u "$mnt" 2>/dev/null || fusermount3 -uz "$mnt" 2>/dev/null || umount -l "$mnt"
-	fi
+suite_drop=('tgtd/*.img' chunk got)
+suite_teardown() {
+	force_unmount "$mnt"
 	[[ -n $daemon_pid ]] && _targets_kill "$daemon_pid" 5
 	[[ -n $proxy_pid ]] && _targets_kill "$proxy_pid" 2
 	tgtd_stop "$work/tgtd"
 	if is_mounted "$mnt"; then
-		echo "# $mnt is still mounted: left in place"
-	elif ((rc == 0 && failed == 0)); then
-		rm -rf "$work"
-	else
-		rm -f "$work"/tgtd/*.img "$work"/chunk "$work"/got
-		echo "# logs kept in $work"
+		suite_busy="$mnt is still mounted"
 	fi
-	exit "$rc"
 }
-trap cleanup EXIT
-trap 'exit 130' INT
-trap 'exit 143' TERM
 
 if ! tgtd_start "$work/tgtd" 64M 16M >/dev/null 2>"$work/start.err"; then
 	fail "tgtd started"

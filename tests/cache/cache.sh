@@ -9,7 +9,7 @@
 # bytes.  For the write-through default and for -o writeback, each with an
 # 8 MiB cache (so that blocks are evicted): a streamed read of the whole
 # LUN equals the backing file and uses read-ahead; random overlapping
-# buffered and O_DIRECT reads and writes (tests/e2e/cache_model.py) match a
+# buffered and O_DIRECT reads and writes (tests/cache/cache_model.py) match a
 # model at every read; after fsync (write-through) or unmount (write-back)
 # the backing file equals the model; a fresh mount reads the model back.
 # Coherence with another initiator (a second mount, its own session, no

@@ -258,9 +258,9 @@ static int cmd_verify(const char *text, const char *backing, const char *seed)
 		size_t len = pick_len(d.bs);
 		uint64_t off;
 		if (i % 10 == 9)
-			off = d.size - len; /* ends exactly at the end of the device */
+			off = blk_dev_size(&d) - len; /* ends exactly at the end of the device */
 		else
-			off = rnd() % (d.size - len + 1);
+			off = rnd() % (blk_dev_size(&d) - len + 1);
 		fill_random(a, len);
 		if ((rc = do_write(&d, off, len, a))) {
 			fprintf(stderr, "write %llu+%zu: %s\n", (unsigned long long)off, len, strerror(-rc));
@@ -280,7 +280,7 @@ static int cmd_verify(const char *text, const char *backing, const char *seed)
 	/* 2. Into the backing file -> read through the initiator. */
 	for (int i = 0; i < 30; i++, ops++) {
 		size_t len = pick_len(d.bs);
-		uint64_t off = rnd() % (d.size - len + 1);
+		uint64_t off = rnd() % (blk_dev_size(&d) - len + 1);
 		fill_random(a, len);
 		if (pwrite(fd, a, len, (off_t)off) != (ssize_t)len || fdatasync(fd)) {
 			perror("pwrite");
@@ -298,7 +298,7 @@ static int cmd_verify(const char *text, const char *backing, const char *seed)
 	struct read_ctx ctx[NCONC];
 	struct waiter w;
 	waiter_init(&w);
-	uint64_t base = (rnd() % (d.size / CHUNK - NCONC)) * CHUNK + 512; /* unaligned for 4K LUNs */
+	uint64_t base = (rnd() % (blk_dev_size(&d) / CHUNK - NCONC)) * CHUNK + 512; /* unaligned for 4K LUNs */
 	if (pread(fd, ref, (size_t)NCONC * CHUNK, (off_t)base) != (ssize_t)NCONC * CHUNK)
 		return 1;
 	w.pending = NCONC;

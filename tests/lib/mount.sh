@@ -1,0 +1,67 @@
+# SPDX-License-Identifier: MIT
+# shellcheck shell=bash
+#
+# Mounting and unmounting the daemon, shared by the suite scripts that
+# mount it.  Source it after targets.sh; daemon_pids needs $iserfuse (the
+# binary).
+#   is_mounted DIR             DIR is a mount point (mountpoint(1), else
+#                              /proc/mounts)
+#   force_unmount DIR          if DIR is mounted: fusermount3 -u, else -uz,
+#                              else umount -l, quietly; never fails
+#   daemon_pids DIR            PIDs of $iserfuse processes with DIR on their
+#                              command line (not a timeout(1) around one)
+#   kill_daemons DIR [SECS]    SIGTERM each of them, SIGKILL after SECS
+#                              (default 5)
+#   wait_lun DIR TENTHS [PID]  until DIR/lun1 exists: 0; 1 after TENTHS
+#                              tenths of a second, or at once when PID has
+#                              exited
+#   wait_exit PID TENTHS       until PID has exited: 0; 1 if it still runs
+#                              after TENTHS tenths of a second
+
+is_mounted() {
+	mountpoint -q "$1" 2>/dev/null || grep -qF " $1 " /proc/mounts
+}
+
+force_unmount() {
+	if is_mounted "$1"; then
+		fusermount3 -u "$1" 2>/dev/null || fusermount3 -uz "$1" 2>/dev/null || umount -l "$1" 2>/dev/null || true
+	fi
+	return 0
+}
+
+daemon_pids() {
+	local p exe want
+	# shellcheck disable=SC2154 # set by the script
+	want=$(readlink -f "$iserfuse")
+	for p in $(pgrep -f -- "$1" || true); do
+		exe=$(readlink "/proc/$p/exe" 2>/dev/null) || continue
+		[[ $exe == "$want" ]] && echo "$p"
+	done
+	return 0
+}
+
+kill_daemons() {
+	local p
+	for p in $(daemon_pids "$1"); do
+		_targets_kill "$p" "${2:-5}"
+	done
+}
+
+wait_lun() {
+	local dir=$1 tenths=$2 pid=${3:-} i
+	for ((i = 0; i < tenths; i++)); do
+		[[ -e $dir/lun1 ]] && return 0
+		[[ -n $pid ]] && ! kill -0 "$pid" 2>/dev/null && return 1
+		sleep 0.1
+	done
+	return 1
+}
+
+wait_exit() {
+	local pid=$1 tenths=$2 i
+	for ((i = 0; i < tenths; i++)); do
+		kill -0 "$pid" 2>/dev/null || return 0
+		sleep 0.1
+	done
+	return 1
+}
