@@ -73,6 +73,7 @@ struct task {
 struct conn {
 	int fd;
 	bool full_feature, closing;
+	bool draining;         /* Logout answered and sent, our side shut: reading until the initiator closes */
 	uint32_t events;       /* what epoll watches for now */
 	uint16_t tsih;
 	uint8_t isid[6];
@@ -806,7 +807,8 @@ static int flush_out(struct conn *c)
 	size_t pending = c->out_len - c->out_off;
 	if (!pending)
 		c->out_off = c->out_len = 0;
-	uint32_t want = (c->closing || pending >= OUT_HIGH ? 0u : (uint32_t)EPOLLIN) | (pending ? (uint32_t)EPOLLOUT : 0u);
+	bool read_ok = (!c->closing || c->draining) && pending < OUT_HIGH;
+	uint32_t want = (read_ok ? (uint32_t)EPOLLIN : 0u) | (pending ? (uint32_t)EPOLLOUT : 0u);
 	if (want != c->events) {
 		struct epoll_event ev = {.events = want, .data.ptr = c};
 		if (epoll_ctl(ep, EPOLL_CTL_MOD, c->fd, &ev))
@@ -816,8 +818,30 @@ static int flush_out(struct conn *c)
 	return 0;
 }
 
+/*
+ * After the Logout Response: shut our side down and read (dropping it)
+ * whatever still comes until the initiator closes, so that the close does
+ * not reset the connection under the response it has not read yet.
+ */
+static int drain(struct conn *c)
+{
+	for (;;) {
+		ssize_t n = recv(c->fd, c->in, IN_CAP, 0);
+		if (n > 0)
+			continue;
+		if (n < 0 && errno == EINTR)
+			continue;
+		return n < 0 && errno == EAGAIN ? 0 : -1;
+	}
+}
+
 static void on_conn(struct conn *c, uint32_t events)
 {
+	if (c->draining) {
+		if ((events & (EPOLLIN | EPOLLHUP | EPOLLERR)) && drain(c))
+			goto dead;
+		return;
+	}
 	if (!c->closing && (events & (EPOLLIN | EPOLLHUP | EPOLLERR))) {
 		for (;;) {
 			ssize_t n = recv(c->fd, c->in + c->in_len, IN_CAP - c->in_len, 0);
@@ -839,8 +863,13 @@ static void on_conn(struct conn *c, uint32_t events)
 	}
 	if (flush_out(c))
 		goto dead;
-	if (c->closing && c->out_len == 0)
-		goto dead;
+	if (c->closing && c->out_len == 0) {
+		if (shutdown(c->fd, SHUT_WR))
+			goto dead;
+		c->draining = true;
+		if (flush_out(c))
+			goto dead;
+	}
 	return;
 dead_after_flush:
 	flush_out(c);
