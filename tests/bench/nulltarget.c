@@ -3,7 +3,7 @@
  * nulltarget: a null iSCSI target for measuring initiators (not a test, not
  * installed).
  *
- *   nulltarget PORT [IQN]
+ *   nulltarget [--initial-r2t] [--no-immediate-data] PORT [IQN]
  *
  * Listens on 127.0.0.1:PORT only, one thread, epoll, any number of
  * connections, each its own session (MaxConnections=1, ErrorRecoveryLevel=0,
@@ -12,7 +12,9 @@
  * status in the last one, S bit), WRITE(10/12/16) takes the immediate and
  * unsolicited data and asks for the rest with R2Ts (InitialR2T,
  * FirstBurstLength, MaxBurstLength as negotiated, one R2T outstanding per
- * task), then answers GOOD and drops the data.  Also REPORT LUNS, INQUIRY
+ * task), then answers GOOD and drops the data.  --initial-r2t answers
+ * InitialR2T=Yes and --no-immediate-data ImmediateData=No whatever the
+ * initiator offers (to exercise its R2T paths).  Also REPORT LUNS, INQUIRY
  * (standard, VPD 0x00 0x80 0x83 0xb0 0xb1 0xb2), READ CAPACITY(10)/(16),
  * TEST UNIT READY, MODE SENSE(6)/(10) (not write protected), SYNCHRONIZE
  * CACHE(10)/(16), NOP-Out, Text (SendTargets), task management (answered
@@ -55,6 +57,7 @@
 #define TEXT_MAX 16384u
 
 static const char *target_iqn = "iqn.2026-11.org.example:null";
+static bool force_initial_r2t, force_no_immediate;
 static unsigned listen_port;
 static volatile sig_atomic_t stop;
 
@@ -555,11 +558,11 @@ static int login_key(struct conn *c, const char *key, const char *v, char *out, 
 		return text_add(out, len, key, num);
 	}
 	if (!strcmp(key, "ImmediateData")) { /* AND */
-		c->immediate_data = !strcmp(v, "Yes");
+		c->immediate_data = !strcmp(v, "Yes") && !force_no_immediate;
 		return text_add(out, len, key, c->immediate_data ? "Yes" : "No");
 	}
 	if (!strcmp(key, "InitialR2T")) { /* OR */
-		c->initial_r2t = strcmp(v, "No") != 0;
+		c->initial_r2t = strcmp(v, "No") != 0 || force_initial_r2t;
 		return text_add(out, len, key, c->initial_r2t ? "Yes" : "No");
 	}
 	if (!strcmp(key, "DataPDUInOrder") || !strcmp(key, "DataSequenceInOrder"))
@@ -885,13 +888,22 @@ static void on_stop(int sig)
 
 int main(int argc, char **argv)
 {
-	if (argc < 2 || argc > 3) {
-		fprintf(stderr, "usage: nulltarget PORT [IQN]\n");
+	int i = 1;
+	for (; i < argc && argv[i][0] == '-'; i++) {
+		if (!strcmp(argv[i], "--initial-r2t"))
+			force_initial_r2t = true;
+		else if (!strcmp(argv[i], "--no-immediate-data"))
+			force_no_immediate = true;
+		else
+			break;
+	}
+	if (argc - i < 1 || argc - i > 2) {
+		fprintf(stderr, "usage: nulltarget [--initial-r2t] [--no-immediate-data] PORT [IQN]\n");
 		return 2;
 	}
-	listen_port = (unsigned)strtoul(argv[1], NULL, 10);
-	if (argc == 3)
-		target_iqn = argv[2];
+	listen_port = (unsigned)strtoul(argv[i], NULL, 10);
+	if (argc - i == 2)
+		target_iqn = argv[i + 1];
 	struct sigaction sa = {.sa_handler = on_stop};
 	sigaction(SIGTERM, &sa, NULL);
 	sigaction(SIGINT, &sa, NULL);
