@@ -240,16 +240,19 @@ static int check_condition(struct conn *c, const uint8_t *cmd, uint8_t key, uint
 }
 
 /*
- * Data-In for a read of `len` bytes (data NULL: zeroes) against an expected
- * transfer length `edtl`, the status GOOD in the last PDU.
+ * Data-In for a read of `len` bytes (data NULL: zeroes) against the
+ * command's expected transfer length, the status GOOD in the last PDU and
+ * the residual (underflow or overflow) there.
  */
 static int data_in(struct conn *c, const uint8_t *cmd, const uint8_t *data, uint32_t len)
 {
-	uint32_t edtl = get32(cmd + 20), datasn = 0, off = 0, burst = 0;
-	if (len > edtl)
+	uint32_t edtl = get32(cmd + 20), datasn = 0, off = 0, burst = 0, over = 0;
+	if (len > edtl) {
+		over = len - edtl;
 		len = edtl;
+	}
 	if (len == 0)
-		return scsi_rsp(c, cmd, 0, 0, 0, edtl, true);
+		return over ? scsi_rsp(c, cmd, 0, 0, 0, over, false) : scsi_rsp(c, cmd, 0, 0, 0, edtl, true);
 	while (off < len) {
 		uint8_t b[BHS_LEN] = {0};
 		uint32_t n = len - off;
@@ -272,6 +275,9 @@ static int data_in(struct conn *c, const uint8_t *cmd, const uint8_t *data, uint
 			if (len < edtl) {
 				b[1] |= 0x02; /* U */
 				put32(b + 44, edtl - len);
+			} else if (over) {
+				b[1] |= 0x04; /* O */
+				put32(b + 44, over);
 			}
 			put_sns(c, b, true);
 		} else {
