@@ -1,0 +1,144 @@
+#!/usr/bin/env python3
+# SPDX-License-Identifier: MIT
+#
+# Unit test of tests/bench/floor.py: the ratio lines against values worked
+# out by hand from small cell lists.
+
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import unittest
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import floor  # noqa: E402
+
+
+def cell(series, workload, qd, iops, rnd=1, lat_us=None, jiffies=None, ios=None, hz=100):
+    c = {"series": series, "workload": workload, "qd": qd, "round": rnd, "iops": iops, "hz": hz}
+    if lat_us is not None:
+        c["lat_us"] = lat_us
+    if jiffies is not None:
+        c["cpu_jiffies"] = jiffies
+        c["ios"] = ios
+    return c
+
+
+# One round.  CPU per I/O = jiffies / 100 * 1e6 / ios:
+#   randread qd1:   raw 20000 IOPS (Little: 50 us), gateway 90 us, nullfuse-dev 25 us
+#   randread qd32:  raw 200 / 200000 -> 10 us, gateway 300 / 150000 -> 20 us, nullfuse-dev 100 / 200000 -> 5 us,
+#                   libiscsi 25000 IOPS, 200 / 125000 -> 16 us
+#   randwrite qd1:  raw 50 / 100000 -> 5 us, gateway 60 / 50000 -> 12 us, nullfuse-dev 40 / 100000 -> 4 us
+#   randwrite qd32: raw 100 / 250000 -> 4 us, gateway 100 / 200000 -> 5 us, nullfuse-dev 100 / 250000 -> 4 us
+ONE_ROUND = [
+    cell("raw", "randread", 1, 20000),
+    cell("gateway", "randread", 1, 10000, lat_us=90),
+    cell("nullfuse-dev", "randread", 1, 40000, lat_us=25),
+    cell("raw", "randread", 32, 40000, jiffies=200, ios=200000),
+    cell("gateway", "randread", 32, 30000, jiffies=300, ios=150000),
+    cell("nullfuse-dev", "randread", 32, 80000, jiffies=100, ios=200000),
+    cell("libiscsi", "randread", 32, 25000, jiffies=200, ios=125000),
+    cell("raw", "randwrite", 1, 20000, jiffies=50, ios=100000),
+    cell("gateway", "randwrite", 1, 10000, jiffies=60, ios=50000),
+    cell("nullfuse-dev", "randwrite", 1, 40000, jiffies=40, ios=100000),
+    cell("raw", "randwrite", 32, 50000, jiffies=100, ios=250000),
+    cell("gateway", "randwrite", 32, 40000, jiffies=100, ios=200000),
+    cell("nullfuse-dev", "randwrite", 32, 90000, jiffies=100, ios=250000),
+]
+
+WANT_ONE_ROUND = {
+    "hop/floor randread qd1": (1.6, "MISS"),       # (90 - 50) / 25
+    "hop/floor randread qd32": (2.0, "MISS"),      # (20 - 10) / 5
+    "hop/floor randwrite qd1": (1.75, "MISS"),     # (12 - 5) / 4
+    "hop/floor randwrite qd32": (0.25, "PASS"),    # (5 - 4) / 4
+    "gateway/raw randread qd1": (0.5, None),
+    "gateway/raw randread qd32": (0.75, None),
+    "gateway/raw randwrite qd1": (0.5, None),
+    "gateway/raw randwrite qd32": (0.8, None),
+    "gateway/raw randwrite qd32 / gateway/raw randread qd32": (0.8 / 0.75, "PASS"),
+    "raw/libiscsi iops qd32": (1.6, "PASS"),       # 40000 / 25000
+    "raw/libiscsi cpu qd32": (0.625, "PASS"),      # 10 / 16
+}
+
+
+def by_name(res):
+    return {r["name"]: r for r in res}
+
+
+class TestFloor(unittest.TestCase):
+    def test_one_round(self):
+        res = by_name(floor.compute(ONE_ROUND))
+        self.assertEqual(set(res), set(WANT_ONE_ROUND))
+        for name, (value, verdict) in WANT_ONE_ROUND.items():
+            with self.subTest(name=name):
+                self.assertAlmostEqual(res[name]["value"], value, places=9)
+                self.assertAlmostEqual(res[name]["min"], value, places=9)
+                self.assertAlmostEqual(res[name]["max"], value, places=9)
+                self.assertEqual(res[name]["rounds"], 1)
+                self.assertEqual(res[name]["verdict"], verdict)
+
+    def test_little_law_and_cpu(self):
+        m = floor.cell_metrics(cell("raw", "randread", 32, 64000, jiffies=50, ios=320000))
+        self.assertAlmostEqual(m["lat_us"], 500.0)   # 32 / 64000 s
+        self.assertAlmostEqual(m["cpu_us"], 1.5625)  # 0.5 s / 320000
+        m = floor.cell_metrics(cell("gateway", "randread", 1, 10000, lat_us=97.5))
+        self.assertEqual(m["lat_us"], 97.5)
+        self.assertIsNone(m["cpu_us"])
+
+    def test_best_of_rounds_and_spread(self):
+        cells = [
+            # round 1: raw 50 us (20000 IOPS), gateway 90, floor 25 -> 1.6
+            cell("raw", "randread", 1, 20000, rnd=1),
+            cell("gateway", "randread", 1, 10000, rnd=1, lat_us=90),
+            cell("nullfuse-dev", "randread", 1, 40000, rnd=1, lat_us=25),
+            # round 2: raw 40 us (25000 IOPS), gateway 100, floor 20 -> 3.0
+            cell("raw", "randread", 1, 25000, rnd=2),
+            cell("gateway", "randread", 1, 9000, rnd=2, lat_us=100),
+            cell("nullfuse-dev", "randread", 1, 45000, rnd=2, lat_us=20),
+        ]
+        r = by_name(floor.compute(cells))
+        # best of each cell: raw 40, gateway 90, floor 20 -> 2.5
+        self.assertAlmostEqual(r["hop/floor randread qd1"]["value"], 2.5)
+        self.assertAlmostEqual(r["hop/floor randread qd1"]["min"], 1.6)
+        self.assertAlmostEqual(r["hop/floor randread qd1"]["max"], 3.0)
+        self.assertEqual(r["hop/floor randread qd1"]["rounds"], 2)
+        # IOPS: best gateway 10000 / best raw 25000; rounds 0.5 and 0.36
+        self.assertAlmostEqual(r["gateway/raw randread qd1"]["value"], 0.4)
+        self.assertAlmostEqual(r["gateway/raw randread qd1"]["min"], 0.36)
+        self.assertAlmostEqual(r["gateway/raw randread qd1"]["max"], 0.5)
+
+    def test_missing_is_na(self):
+        cells = [c for c in ONE_ROUND if c["series"] != "libiscsi"]
+        cells.append(cell("gateway", "randwrite", 32, None, rnd=2))  # a failed cell in round 2
+        r = by_name(floor.compute(cells))
+        for name in ("raw/libiscsi iops qd32", "raw/libiscsi cpu qd32"):
+            self.assertIsNone(r[name]["value"])
+            self.assertIsNone(r[name]["verdict"])
+            self.assertEqual(floor.line(r[name]), f"ratio {name}: n/a goal {r[name]['goal_op']} {r[name]['goal']}")
+        self.assertAlmostEqual(r["gateway/raw randwrite qd32"]["value"], 0.8)  # the None cell does not count
+
+    def test_lines(self):
+        r = by_name(floor.compute(ONE_ROUND))
+        self.assertEqual(floor.line(r["hop/floor randread qd1"]),
+                         "ratio hop/floor randread qd1: 1.600 (rounds 1.600-1.600) goal <= 1.2 MISS")
+        self.assertEqual(floor.line(r["gateway/raw randread qd32"]),
+                         "ratio gateway/raw randread qd32: 0.750 (rounds 0.750-0.750)")
+        self.assertEqual(floor.line(r["raw/libiscsi iops qd32"]),
+                         "ratio raw/libiscsi iops qd32: 1.600 (rounds 1.600-1.600) goal >= 1.25 PASS")
+
+    def test_command_line(self):
+        with tempfile.TemporaryDirectory() as d:
+            cells, out = os.path.join(d, "cells.json"), os.path.join(d, "out.json")
+            with open(cells, "w") as f:
+                json.dump(ONE_ROUND, f)
+            p = subprocess.run([sys.executable, floor.__file__, cells, "--json", out],
+                               capture_output=True, text=True, check=True)
+            self.assertIn("ratio hop/floor randwrite qd32: 0.250 (rounds 0.250-0.250) goal <= 1.2 PASS", p.stdout)
+            with open(out) as f:
+                saved = json.load(f)
+            self.assertEqual(len(saved["ratios"]), len(WANT_ONE_ROUND))
+
+
+if __name__ == "__main__":
+    unittest.main()
