@@ -232,7 +232,7 @@ static unsigned recover_connect(struct iscsi_session *s, struct iscsi_transport 
 	int64_t delay = 0, first = s->reconnect_delay_ms;
 	unsigned attempts = 0;
 	char err[256];
-	int timeout_ms = s->cfg.timeout_ms > 0 ? s->cfg.timeout_ms : 15000;
+	int timeout_ms = s->cfg.timeout_ms > 0 ? s->cfg.timeout_ms : ISCSI_LOGIN_TIMEOUT_DEFAULT_S * 1000;
 
 	s->reconnect_delay_ms = 0;
 	/* A Time2Wait that would outlast half the replacement timeout would fail I/O a target serves again. */
