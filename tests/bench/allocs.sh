@@ -10,9 +10,10 @@
 # under BUILD_DIR/tests/libmalloc_count.so (tests/bench/malloc_count.c),
 # which counts malloc, calloc and realloc calls.  For each of cache on
 # (default options) and cache_size=0, and each of 4 KiB randread and
-# randwrite (fio, libaio, direct=1, iodepth=32, N I/Os, default 20000):
-# SIGUSR2 before and after the fio run, and the difference divided by the
-# I/Os fio did is printed.  Environment: BUILD_DIR (default build/),
+# randwrite (fio, libaio, direct=1, iodepth=32, N I/Os, default 20000) and
+# buffered randread (psync, 32 jobs: O_DIRECT reads skip an empty block
+# cache, buffered ones go through it): SIGUSR2 before and after the fio
+# run, and the difference divided by the I/Os fio did is printed.  Environment: BUILD_DIR (default build/),
 # ISERFUSE (default BUILD_DIR/iserfuse).
 set -euo pipefail
 
@@ -46,9 +47,14 @@ tgtd_start "$work/tgt" 256M 0 >/dev/null
 # The total of the last line the daemon (pid $1) wrote.
 last_total() { awk -v p="$1" '$1 == p { t = $5 } END { print t + 0 }' "$work/counts"; }
 
-cell() { # label rw [iserfuse options...]
-	local label=$1 rw=$2
+cell() { # label rw|randread-buffered [iserfuse options...]
+	local label=$1 rw=$2 io
 	shift 2
+	if [[ $rw == randread-buffered ]]; then
+		io=(--rw=randread --ioengine=psync --direct=0 --numjobs=32 --group_reporting)
+	else
+		io=(--rw="$rw" --ioengine=libaio --direct=1 --iodepth=32)
+	fi
 	: >"$work/counts"
 	MALLOC_COUNT_FILE=$work/counts LD_PRELOAD=$SO "$ISERFUSE" -f "$@" "$TGT_URL/1" "$mnt" 2>"$work/daemon.log" &
 	local pid=$!
@@ -61,14 +67,16 @@ cell() { # label rw [iserfuse options...]
 		exit 1
 	}
 	# Warm up (first-use allocations of threads, rings, libfuse buffers).
-	fio --name=warm --filename="$mnt/lun1" --rw="$rw" --bs=4k --ioengine=libaio --direct=1 --iodepth=32 \
-		--number_ios=2000 --size=256M --randrepeat=0 --output=/dev/null
+	fio --name=warm --filename="$mnt/lun1" "${io[@]}" --bs=4k --number_ios=200 --size=256M --randrepeat=0 \
+		--output=/dev/null
 	kill -USR2 "$pid"
 	sleep 0.2
 	local a b ios
 	a=$(last_total "$pid")
-	fio --name=cell --filename="$mnt/lun1" --rw="$rw" --bs=4k --ioengine=libaio --direct=1 --iodepth=32 \
-		--number_ios="$N" --size=256M --randrepeat=0 --output-format=json --output="$work/fio.json"
+	local per=$N
+	[[ $rw == randread-buffered ]] && per=$((N / 32))
+	fio --name=cell --filename="$mnt/lun1" "${io[@]}" --bs=4k --number_ios="$per" --size=256M --randrepeat=0 \
+		--output-format=json --output="$work/fio.json"
 	kill -USR2 "$pid"
 	sleep 0.2
 	b=$(last_total "$pid")
@@ -76,10 +84,10 @@ cell() { # label rw [iserfuse options...]
 	fusermount3 -u "$mnt"
 	wait "$pid" || true
 	awk -v l="$label" -v rw="$rw" -v a="$a" -v b="$b" -v n="$ios" \
-		'BEGIN { printf "%-14s %-10s %8d I/Os %9d allocations %7.3f per I/O\n", l, rw, n, b - a, (b - a) / n }'
+		'BEGIN { printf "%-14s %-18s %8d I/Os %9d allocations %7.3f per I/O\n", l, rw, n, b - a, (b - a) / n }'
 }
 
-for rw in randread randwrite; do
+for rw in randread randwrite randread-buffered; do
 	cell "cache on" "$rw"
 	cell "cache_size=0" "$rw" -o cache_size=0
 done
