@@ -13,7 +13,9 @@
 # randwrite (fio, libaio, direct=1, iodepth=32, N I/Os, default 20000) and
 # buffered randread (psync, 32 jobs: O_DIRECT reads skip an empty block
 # cache, buffered ones go through it): SIGUSR2 before and after the fio
-# run, and the difference divided by the I/Os fio did is printed.  Environment: BUILD_DIR (default build/),
+# run, and the difference divided by the I/Os fio did is printed, with the
+# daemon's CPU time (utime + stime from /proc, clock ticks) per I/O over
+# the same run.  Environment: BUILD_DIR (default build/),
 # ISERFUSE (default BUILD_DIR/iserfuse).
 set -euo pipefail
 
@@ -44,8 +46,8 @@ trap cleanup EXIT
 
 tgtd_start "$work/tgt" 256M 0 >/dev/null
 
-# The total of the last line the daemon (pid $1) wrote.
-last_total() { awk -v p="$1" '$1 == p { t = $5 } END { print t + 0 }' "$work/counts"; }
+# The counts (malloc calloc realloc total) of the last line the daemon (pid $1) wrote.
+last_counts() { awk -v p="$1" '$1 == p { l = $2 " " $3 " " $4 " " $5 } END { print l }' "$work/counts"; }
 
 cell() { # label rw|randread-buffered [iserfuse options...]
 	local label=$1 rw=$2 io
@@ -72,19 +74,25 @@ cell() { # label rw|randread-buffered [iserfuse options...]
 	kill -USR2 "$pid"
 	sleep 0.2
 	local a b ios
-	a=$(last_total "$pid")
+	a=$(last_counts "$pid")
+	local t0 t1
+	t0=$(awk '{ print $14 + $15 }' "/proc/$pid/stat")
 	local per=$N
 	[[ $rw == randread-buffered ]] && per=$((N / 32))
 	fio --name=cell --filename="$mnt/lun1" "${io[@]}" --bs=4k --number_ios="$per" --size=256M --randrepeat=0 \
 		--output-format=json --output="$work/fio.json"
 	kill -USR2 "$pid"
 	sleep 0.2
-	b=$(last_total "$pid")
+	b=$(last_counts "$pid")
+	t1=$(awk '{ print $14 + $15 }' "/proc/$pid/stat")
 	ios=$(python3 -c 'import json,sys; j=json.load(open(sys.argv[1]))["jobs"][0]; print(j["read"]["total_ios"]+j["write"]["total_ios"])' "$work/fio.json")
 	fusermount3 -u "$mnt"
 	wait "$pid" || true
-	awk -v l="$label" -v rw="$rw" -v a="$a" -v b="$b" -v n="$ios" \
-		'BEGIN { printf "%-14s %-18s %8d I/Os %9d allocations %7.3f per I/O\n", l, rw, n, b - a, (b - a) / n }'
+	awk -v l="$label" -v rw="$rw" -v a="$a" -v b="$b" -v n="$ios" -v cpu="$(((t1 - t0) * 1000000 / $(getconf CLK_TCK)))" 'BEGIN {
+		split(a, x, " "); split(b, y, " ")
+		printf "%-14s %-18s %8d I/Os %9d allocations %7.3f per I/O (malloc %.3f, calloc %.3f, realloc %.3f), CPU %.1f us per I/O\n",
+			l, rw, n, y[4] - x[4], (y[4] - x[4]) / n, (y[1] - x[1]) / n, (y[2] - x[2]) / n, (y[3] - x[3]) / n, cpu / n
+	}'
 }
 
 for rw in randread randwrite randread-buffered; do
