@@ -77,7 +77,7 @@ void *ctxpool_tryget(struct ctxpool *p)
 	return o;
 }
 
-int ctxpool_owns(const struct ctxpool *p, const void *obj)
+bool ctxpool_owns(const struct ctxpool *p, const void *obj)
 {
 	const unsigned char *b = obj;
 	return p && b >= p->base && b < p->base + (size_t)p->n * p->size && (size_t)(b - p->base) % p->size == 0;

@@ -17,6 +17,7 @@
 #ifndef ISERFUSE_CTXPOOL_H
 #define ISERFUSE_CTXPOOL_H
 
+#include <stdbool.h>
 #include <stddef.h>
 
 struct ctxpool;
@@ -42,7 +43,7 @@ void *ctxpool_tryget(struct ctxpool *p);
 void ctxpool_put(struct ctxpool *p, void *obj);
 
 /* Whether obj is one of p's objects (p may be NULL: false). */
-int ctxpool_owns(const struct ctxpool *p, const void *obj);
+bool ctxpool_owns(const struct ctxpool *p, const void *obj);
 
 /* The number of objects; those out now; the most out at once so far. */
 unsigned ctxpool_size(const struct ctxpool *p);
