@@ -1,4 +1,11 @@
 /* SPDX-License-Identifier: MIT */
+/*
+ * A free stack under one mutex.  A lock-free stack (Treiber, with a tagged
+ * head against ABA) measured no faster here: 23-54 ns per uncontended
+ * get + put pair against 26-46 ns for this one (test_ctxpool's cost test,
+ * 5 runs each on a loaded 2-CPU machine); a get that must wait needs the
+ * mutex and condition variable either way.
+ */
 #include "ctxpool.h"
 
 #include <errno.h>
