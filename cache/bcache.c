@@ -7,9 +7,12 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "ctxpool.h"
+
 #define RA_MAX_BYTES (4u << 20) /* largest read-ahead window */
 #define FILLS_MAX 160           /* fills one read may start (its blocks + read-ahead) */
 #define LB_MIN 512u             /* smallest logical block: sizes the per-block bitmaps */
+#define DEPTH_DEFAULT 64u       /* contexts of each kind when the backend gives no depth */
 
 enum state { E_FREE, E_FILLING, E_VALID, E_DOOMED };
 
@@ -66,6 +69,9 @@ struct bcache_dev {
 	unsigned ndirty;              /* its dirty blocks */
 	unsigned lbshift;             /* log2 of the logical block size */
 	atomic_uint gen;              /* bumped when its clean blocks are dropped (streams restart read-ahead) */
+	struct ctxpool *rctx;         /* read contexts (struct bc_read + rnent entries each), be.depth of them */
+	unsigned rnent;               /* cache blocks a read of be.max_io bytes touches, at most */
+	struct ctxpool *wctx;         /* write tokens (struct bcache_write), be.depth of them */
 };
 
 struct bcache {
@@ -100,6 +106,7 @@ struct bc_read {
 	struct waitnode *nodes;
 	struct iovec *iov;
 	struct bc_read *next_done;
+	bool heap;             /* larger than the device's read contexts (a read beyond be.max_io): malloc'd */
 };
 
 int bcache_create(struct bcache **out, size_t block_size, unsigned nblocks, void *const *bufs, bool writeback)
@@ -166,6 +173,15 @@ int bcache_dev_add(struct bcache *c, const struct bcache_backend *be, struct bca
 	atomic_init(&d->size, be->size);
 	while ((1u << d->lbshift) < be->lbsize)
 		d->lbshift++;
+	unsigned depth = be->depth ? be->depth : DEPTH_DEFAULT;
+	d->rnent = (unsigned)(be->max_io / c->bsz + 2);
+	size_t rsize = sizeof(struct bc_read) +
+		       d->rnent * (sizeof(struct entry *) + sizeof(struct waitnode) + sizeof(struct iovec));
+	if (ctxpool_create(&d->rctx, rsize, depth) || ctxpool_create(&d->wctx, sizeof(struct bcache_write), depth)) {
+		ctxpool_destroy(d->rctx);
+		free(d);
+		return -ENOMEM;
+	}
 	*out = d;
 	return 0;
 }
@@ -388,13 +404,38 @@ static bool write_overlaps(const struct bcache_dev *d, uint64_t b0, uint64_t b1)
 	return false;
 }
 
-static struct bc_read *read_alloc(struct bcache_dev *d, uint64_t off, size_t len, unsigned nent,
-				  bcache_read_fn cb, void *arg)
+/*
+ * A read context for nent cache blocks: one of d's fixed set (waits while
+ * all are out; never under c->lock, which the completions that put them
+ * back take), or malloc'd when nent is beyond what the set was sized for.
+ * NULL only when that malloc fails.  Give it back with read_free.
+ */
+static struct bc_read *read_get(struct bcache_dev *d, unsigned nent)
 {
-	struct bc_read *r = calloc(1, sizeof(*r) + nent * (sizeof(struct entry *) + sizeof(struct waitnode) +
-							   sizeof(struct iovec)));
-	if (!r)
-		return NULL;
+	size_t size = sizeof(struct bc_read) +
+		      nent * (sizeof(struct entry *) + sizeof(struct waitnode) + sizeof(struct iovec));
+	bool heap = nent > d->rnent;
+	struct bc_read *r = heap ? malloc(size) : ctxpool_get(d->rctx);
+	if (r)
+		r->heap = heap;
+	return r;
+}
+
+static void read_free(struct bc_read *r)
+{
+	if (r->heap)
+		free(r);
+	else
+		ctxpool_put(r->d->rctx, r);
+}
+
+/* Set up r (from read_get for at least nent blocks) for a read of len bytes at off. */
+static struct bc_read *read_init(struct bc_read *r, struct bcache_dev *d, uint64_t off, size_t len, unsigned nent,
+				 bcache_read_fn cb, void *arg)
+{
+	bool heap = r->heap;
+	memset(r, 0, sizeof(*r) + nent * (sizeof(struct entry *) + sizeof(struct waitnode) + sizeof(struct iovec)));
+	r->heap = heap;
 	r->d = d;
 	r->off = off;
 	r->len = len;
@@ -455,20 +496,17 @@ static void bypass_done(void *arg, int err, const void *data, size_t len)
 	struct iovec iov = {.iov_base = out, .iov_len = err ? 0 : len};
 	bcache_read_fn cb = r->cb;
 	void *cb_arg = r->arg;
-	free(r);
+	read_free(r);
 	cb(cb_arg, err, &iov, err ? 0 : 1);
 }
 
-/* Called with c->lock held; unlocks it. */
-static int bypass_locked(struct bcache_dev *d, uint64_t off, size_t len, bcache_read_fn cb, void *arg)
+/* Called with c->lock held; unlocks it.  r: from read_get for the blocks of the range, given back here or on completion. */
+static int bypass_locked(struct bcache_dev *d, struct bc_read *r, uint64_t off, size_t len, bcache_read_fn cb,
+			 void *arg)
 {
 	struct bcache *c = d->c;
 	uint64_t b0 = off >> c->shift, b1 = (off + len - 1) >> c->shift;
-	struct bc_read *r = read_alloc(d, off, len, (unsigned)(b1 - b0 + 1), cb, arg);
-	if (!r) {
-		pthread_mutex_unlock(&c->lock);
-		return -ENOMEM;
-	}
+	read_init(r, d, off, len, (unsigned)(b1 - b0 + 1), cb, arg);
 	c->st.bypass_reads++;
 	r->seq = c->seq;
 	for (uint64_t b = b0; b <= b1; b++) {
@@ -482,7 +520,7 @@ static int bypass_locked(struct bcache_dev *d, uint64_t off, size_t len, bcache_
 	int rc = d->be.read(d->be.ctx, off, len, bypass_done, r);
 	if (rc) {
 		release_ents(c, r);
-		free(r);
+		read_free(r);
 	}
 	return rc;
 }
@@ -507,7 +545,7 @@ static void read_complete(struct bc_read *r)
 	}
 	r->cb(r->arg, r->err, r->iov, n);
 	release_ents(c, r);
-	free(r);
+	read_free(r);
 }
 
 static void fill_done(void *arg, int err, const void *data, size_t len)
@@ -578,26 +616,25 @@ int bcache_read(struct bcache_dev *d, struct bcache_stream *st, uint64_t off, si
 	unsigned nb = (unsigned)(b1 - b0 + 1);
 	struct entry *fills[FILLS_MAX];
 	unsigned nfills = 0;
+	struct bc_read *r = read_get(d, nb); /* before the lock: it may wait for a completion */
+	if (!r)
+		return -ENOMEM;
 
 	pthread_mutex_lock(&c->lock);
 	bool seq = direct ? false : stream_step(d, st, off, len);
 	if (direct || nb > FILLS_MAX / 2 || write_overlaps(d, b0, b1))
-		return bypass_locked(d, off, len, cb, arg);
+		return bypass_locked(d, r, off, len, cb, arg);
 	unsigned missing = 0;
 	for (uint64_t b = b0; b <= b1; b++) {
 		struct entry *e = lookup(c, d, b);
 		if (e && e->state == E_FILLING && e->stale)
-			return bypass_locked(d, off, len, cb, arg);
+			return bypass_locked(d, r, off, len, cb, arg);
 		missing += !e;
 	}
 	/* Random reads that miss do not fill (no amplification, no pollution). */
 	if (missing && !seq)
-		return bypass_locked(d, off, len, cb, arg);
-	struct bc_read *r = read_alloc(d, off, len, nb, cb, arg);
-	if (!r) {
-		pthread_mutex_unlock(&c->lock);
-		return -ENOMEM;
-	}
+		return bypass_locked(d, r, off, len, cb, arg);
+	read_init(r, d, off, len, nb, cb, arg);
 	/* First pin what is there and make what is missing (pinned blocks cannot be evicted). */
 	for (uint64_t b = b0; b <= b1; b++) {
 		struct entry *e = lookup(c, d, b);
@@ -613,8 +650,7 @@ int bcache_read(struct bcache_dev *d, struct bcache_stream *st, uint64_t off, si
 				for (unsigned i = 0; i < nb; i++)
 					if (r->ents[i] && r->ents[i]->state != E_FREE)
 						unref(c, r->ents[i]);
-				free(r);
-				return bypass_locked(d, off, len, cb, arg);
+				return bypass_locked(d, r, off, len, cb, arg);
 			}
 			fills[nfills++] = e;
 		}
@@ -756,7 +792,7 @@ bool bcache_write_absorb(struct bcache_dev *d, uint64_t off, size_t len, const v
 struct bcache_write *bcache_write_begin(struct bcache_dev *d, uint64_t off, size_t len, const void *data)
 {
 	struct bcache *c = d->c;
-	struct bcache_write *w = malloc(sizeof(*w));
+	struct bcache_write *w = ctxpool_get(d->wctx); /* before the lock: it may wait for a write_end */
 	uint64_t b0 = off >> c->shift, b1 = (off + len - 1) >> c->shift, end = off + len;
 	pthread_mutex_lock(&c->lock);
 	c->seq++;
@@ -830,7 +866,7 @@ void bcache_write_end(struct bcache_dev *d, struct bcache_write *w, int err)
 			entry_drop(c, e);
 	}
 	pthread_mutex_unlock(&c->lock);
-	free(w);
+	ctxpool_put(d->wctx, w);
 }
 
 /* ---- write-back ---- */
@@ -1016,6 +1052,8 @@ void bcache_dev_remove(struct bcache_dev *d)
 		entry_free(c, e);
 	}
 	pthread_mutex_unlock(&c->lock);
+	ctxpool_destroy(d->rctx);
+	ctxpool_destroy(d->wctx);
 	free(d);
 }
 

@@ -45,6 +45,13 @@ struct bcache_backend {
 	uint64_t size;   /* device size, bytes */
 	uint32_t lbsize; /* logical block size, bytes (SBC-3 READ CAPACITY): a power of two, >= 512 */
 	size_t max_io;   /* most bytes in one read or write */
+	/*
+	 * Most reads plus write-through writes the caller has in flight on the
+	 * device at once: sizes its fixed sets of read and write contexts
+	 * (made by bcache_dev_add; a read or write_begin waits while all are
+	 * out).  0: 64.
+	 */
+	unsigned depth;
 	/* Read len bytes at off into a buffer of the backend's; cb gets it (writable for the call). */
 	int (*read)(void *ctx, uint64_t off, size_t len, bcache_io_fn cb, void *arg);
 	/* Read len bytes at off into buf (off, len multiples of the device block size). */
@@ -92,7 +99,10 @@ void bcache_destroy(struct bcache *c);
 /*
  * Add a device; be is copied.  block_size of the cache must be a multiple
  * of the device's logical block size be->lbsize (a power of two, >= 512).
- * Returns 0, -EINVAL (a bad lbsize) or -ENOMEM.
+ * Its request contexts are made here, be->depth of each kind (reads with
+ * room for a read of be->max_io bytes; write tokens), owned by the device
+ * and freed by bcache_dev_remove.  Returns 0, -EINVAL (a bad lbsize) or
+ * -ENOMEM.
  */
 int bcache_dev_add(struct bcache *c, const struct bcache_backend *be, struct bcache_dev **out);
 /* Drop a device's blocks (dirty ones are lost: flush first) and free it.  Nothing may be in flight. */
@@ -101,7 +111,10 @@ void bcache_dev_remove(struct bcache_dev *d);
 /*
  * Read len bytes at off (off + len <= size, len <= max_io).  st (may be
  * NULL) drives read-ahead; direct: O_DIRECT, bypass the cache (but see
- * newer cached data).  Returns 0 (cb called once) or a negative errno.
+ * newer cached data).  The read's context comes from the device's fixed
+ * set, held until cb returned: waits while all are out, so never call it
+ * from a backend completion.  Returns 0 (cb called once) or a negative
+ * errno.
  */
 int bcache_read(struct bcache_dev *d, struct bcache_stream *st, uint64_t off, size_t len, bool direct,
 		bcache_read_fn cb, void *arg);
@@ -145,8 +158,10 @@ bool bcache_write_absorb(struct bcache_dev *d, uint64_t off, size_t len, const v
  * len bytes at off (data is copied into the cached blocks it touches,
  * fills in flight become stale) and bcache_write_end once it completed
  * with its result err (0 or negative errno; on error the clean cached
- * blocks of the range are dropped).  Returns a token, NULL only on
- * allocation failure (then the clean cached blocks of the range were
+ * blocks of the range are dropped).  Returns a token from the device's
+ * fixed set (waits while all are out: never from a backend completion),
+ * owned by the caller until bcache_write_end gives it back; NULL only
+ * when none could be had (then the clean cached blocks of the range were
  * dropped instead; NULL is a valid token for end).  data NULL: the range
  * becomes zeroes (a punched or zeroed range, fallocate); the dirty blocks
  * it covers whole (not being written back) become clean when end gets

@@ -11,9 +11,16 @@
 
 enum phase { PH_READ, PH_HEAD, PH_TAIL, PH_WRITE, PH_SYNC };
 
+/* A write in flight listed in one bucket of d->wbucket (one per span it touches). */
+struct blk_wnode {
+	struct blk_req *r;
+	struct blk_wnode *next;
+};
+
 struct blk_req {
 	struct blk_dev *d;
-	struct blk_req *next_write;  /* in d->writes */
+	struct blk_wnode wn[2];      /* its entries in d->wbucket while in flight */
+	unsigned nwn;                /* of wn in use */
 	uint8_t *slice;              /* NULL for SYNCHRONIZE CACHE */
 	uint64_t off;                /* bytes */
 	size_t len;                  /* bytes */
@@ -22,7 +29,7 @@ struct blk_req {
 	uint8_t *payload;            /* slice + off - lba0 * bs */
 	enum phase phase;
 	bool head, tail;             /* edge blocks need reading */
-	bool ext;                    /* READ into a caller's buffer: slice is that buffer, r is malloc'd */
+	bool ext;                    /* READ into a caller's buffer: slice is that buffer, r is from d->ext */
 	uint32_t done_blk, cur_blk;
 	unsigned retries;
 	uint64_t retry_t0;           /* ms, first failure of the current command */
@@ -67,9 +74,14 @@ int blk_dev_init_ops(struct blk_dev *d, struct iscsi_session *s, const struct bl
 	if (cap && cap / d->bs < maxb)
 		maxb = cap / d->bs;
 	d->max_xfer_blocks = (uint32_t)maxb;
+	while ((1ull << d->wshift) < max_io / d->bs + 1)
+		d->wshift++;
 	d->reqs = calloc(buf_pool_nslices(pool), sizeof(*d->reqs));
-	if (!d->reqs)
+	if (!d->reqs || ctxpool_create(&d->ext, sizeof(struct blk_req), buf_pool_nslices(pool))) {
+		free(d->reqs);
+		d->reqs = NULL;
 		return -ENOMEM;
+	}
 	pthread_mutex_init(&d->lock, NULL);
 	pthread_cond_init(&d->cv, NULL);
 	return 0;
@@ -96,6 +108,7 @@ struct blk_retry *blk_dev_retry(const struct blk_dev *d) { return atomic_load_ex
 void blk_dev_fini(struct blk_dev *d)
 {
 	free(d->reqs);
+	ctxpool_destroy(d->ext);
 	pthread_mutex_destroy(&d->lock);
 	pthread_cond_destroy(&d->cv);
 }
@@ -131,16 +144,54 @@ static bool overlaps(const struct blk_req *a, const struct blk_req *b)
 	return a->lba0 < b->lba0 + b->nblk && b->lba0 < a->lba0 + a->nblk;
 }
 
+/* The bucket of span `span` (a block's span: LBA >> d->wshift). */
+static struct blk_wnode **wbucket(struct blk_dev *d, uint64_t span) { return &d->wbucket[span % BLK_WBUCKETS]; }
+
+/* A write in flight overlapping r, or NULL.  Under d->lock. */
+static struct blk_req *write_overlapping(struct blk_dev *d, const struct blk_req *r)
+{
+	uint64_t s0 = r->lba0 >> d->wshift, s1 = (r->lba0 + r->nblk - 1) >> d->wshift;
+	for (uint64_t s = s0; s <= s1; s++)
+		for (struct blk_wnode *n = *wbucket(d, s); n; n = n->next) {
+			d->overlap_probes++;
+			if (overlaps(n->r, r))
+				return n->r;
+		}
+	return NULL;
+}
+
+/* List r in the buckets of the spans it touches (at most 2: a span holds a whole request).  Under d->lock. */
+static void writes_add(struct blk_dev *d, struct blk_req *r)
+{
+	uint64_t s0 = r->lba0 >> d->wshift, s1 = (r->lba0 + r->nblk - 1) >> d->wshift;
+	r->nwn = 0;
+	for (uint64_t s = s0; s <= s1 && r->nwn < 2; s++) {
+		struct blk_wnode *n = &r->wn[r->nwn++], **h = wbucket(d, s);
+		n->r = r;
+		n->next = *h;
+		*h = n;
+	}
+}
+
+/* Unlist r from its buckets.  Under d->lock. */
+static void writes_remove(struct blk_dev *d, struct blk_req *r)
+{
+	uint64_t s0 = r->lba0 >> d->wshift;
+	for (unsigned i = 0; i < r->nwn; i++)
+		for (struct blk_wnode **pp = wbucket(d, s0 + i); *pp; pp = &(*pp)->next)
+			if (*pp == &r->wn[i]) {
+				*pp = r->wn[i].next;
+				break;
+			}
+	r->nwn = 0;
+}
+
 static void finish(struct blk_req *r, int err)
 {
 	struct blk_dev *d = r->d;
 	if (r->phase == PH_WRITE || r->phase == PH_HEAD || r->phase == PH_TAIL) {
 		pthread_mutex_lock(&d->lock);
-		for (struct blk_req **pp = &d->writes; *pp; pp = &(*pp)->next_write)
-			if (*pp == r) {
-				*pp = r->next_write;
-				break;
-			}
+		writes_remove(d, r);
 		pthread_cond_broadcast(&d->cv);
 		pthread_mutex_unlock(&d->lock);
 		if (!err)
@@ -156,7 +207,7 @@ static void finish(struct blk_req *r, int err)
 	}
 	r->cb(r->arg, err, r->phase == PH_READ && !err ? r->payload : NULL, err ? 0 : r->len);
 	if (r->ext) {
-		free(r);
+		ctxpool_put(d->ext, r);
 		return;
 	}
 	buf_pool_put(d->pool, r->slice);
@@ -316,9 +367,8 @@ int blk_read_into(struct blk_dev *d, uint64_t off, size_t len, void *buf, blk_do
 	uint64_t size = blk_dev_size(d);
 	if (len == 0 || len > d->max_io || off >= size || len > size - off || off % d->bs || len % d->bs)
 		return -EINVAL;
-	struct blk_req *r = calloc(1, sizeof(*r));
-	if (!r)
-		return -ENOMEM;
+	struct blk_req *r = ctxpool_get(d->ext);
+	memset(r, 0, sizeof(*r));
 	r->d = d;
 	r->ext = true;
 	r->slice = r->payload = buf;
@@ -352,16 +402,9 @@ void blk_write_submit(struct blk_req *r, blk_done_fn cb, void *arg)
 	r->tail = (r->off + r->len) % d->bs != 0;
 	/* Serialise against every write in flight over the same blocks. */
 	pthread_mutex_lock(&d->lock);
-	for (;;) {
-		struct blk_req *w = d->writes;
-		while (w && !overlaps(w, r))
-			w = w->next_write;
-		if (!w)
-			break;
+	while (write_overlapping(d, r))
 		pthread_cond_wait(&d->cv, &d->lock);
-	}
-	r->next_write = d->writes;
-	d->writes = r;
+	writes_add(d, r);
 	pthread_mutex_unlock(&d->lock);
 	if (r->head || r->tail) {
 		atomic_fetch_add(&d->rmw_count, 1);

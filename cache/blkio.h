@@ -20,10 +20,21 @@
 
 #include "../initiator/lun.h"
 #include "../initiator/session.h"
+#include "ctxpool.h"
 #include "pool.h"
 #include "retry.h"
 
 struct blk_req;
+struct blk_wnode;
+
+/*
+ * Writes in flight are hashed by span for the overlap check: block LBA
+ * belongs to span LBA >> wshift, where a span (1 << wshift blocks) holds
+ * at least one whole request, so a write touches at most 2 spans; span i
+ * is listed in bucket i % BLK_WBUCKETS.  A check reads the 1 or 2 buckets
+ * of its own spans, not every write in flight.
+ */
+#define BLK_WBUCKETS 256u
 
 /*
  * What block I/O calls on the session (RFC 7143 §3.2 SCSI commands over
@@ -56,10 +67,19 @@ struct blk_dev {
 	bool use16;
 	atomic_bool dirty;         /* written since the last SYNCHRONIZE CACHE was sent */
 	atomic_uint syncs_inflight; /* SYNCHRONIZE CACHE commands not yet completed */
-	pthread_mutex_t lock;      /* guards `writes` */
-	pthread_cond_t cv;
-	struct blk_req *writes;    /* writes in flight (their block extents) */
-	struct blk_req *reqs;      /* one per pool slice */
+	pthread_mutex_t lock;      /* guards wbucket and overlap_probes */
+	pthread_cond_t cv;         /* a write in flight completed */
+	struct blk_wnode *wbucket[BLK_WBUCKETS]; /* writes in flight (their block extents), hashed by span */
+	unsigned wshift;           /* log2 of the blocks per span: 1 << wshift >= max_io / bs + 1 */
+	uint64_t overlap_probes;   /* writes in flight compared by overlap checks, ever (tests read it) */
+	struct blk_req *reqs;      /* one per pool slice, indexed like it: owned by d */
+	/*
+	 * Contexts of READs into a caller's buffer (blk_read_into), which hold
+	 * no slice: one per pool slice (payload and cache slices alike, so at
+	 * least the queue depth), made by blk_dev_init, owned by d.  Taken at
+	 * submission, put back after the done callback returned.
+	 */
+	struct ctxpool *ext;
 	atomic_uint_fast64_t rmw_count;
 	atomic_uint_fast64_t rmw_bytes_copied; /* edge-block bytes merged into writes (read-modify-write) */
 	uint16_t lun;              /* the LUN number, for messages */
@@ -76,8 +96,9 @@ typedef void (*blk_done_fn)(void *arg, int err, const void *data, size_t len);
 
 /*
  * Set up d for the LUN described by info on session s, with payload slices
- * from pool (slice size must be >= max_io + 4 * block size).  Returns 0,
- * -EINVAL (slice too small) or -ENOMEM.
+ * from pool (slice size must be >= max_io + 4 * block size).  Every
+ * request context is made here (d->reqs, d->ext): none is allocated per
+ * request.  Returns 0, -EINVAL (slice too small) or -ENOMEM.
  */
 int blk_dev_init(struct blk_dev *d, struct iscsi_session *s, struct buf_pool *pool,
 		 const struct iscsi_lun_info *info, size_t max_io);
@@ -136,7 +157,9 @@ int blk_read(struct blk_dev *d, uint64_t off, size_t len, blk_done_fn cb, void *
  * Read len bytes at off straight into buf (off and len multiples of the
  * block size, 0 < len <= max_io): no pool slice, no copy; buf (normally
  * a cache block inside the pool, so an RDMA transport reaches it) must
- * stay valid until cb.  Returns 0 (cb called once), -EINVAL or -ENOMEM.
+ * stay valid until cb.  Its context comes from d->ext: waits while all
+ * are out (so never from the event thread, whose completions put them
+ * back).  Returns 0 (cb called once) or -EINVAL.
  */
 int blk_read_into(struct blk_dev *d, uint64_t off, size_t len, void *buf, blk_done_fn cb, void *arg);
 

@@ -10,8 +10,15 @@
 #include "../cache/bcache_blk.h"
 #include "../initiator/log.h"
 #include "lun_select.h"
+#include "route.h"
 
 #define CACHE_BLOCK_MAX (64u * 1024u)
+/*
+ * Requests the kernel may have outstanding beyond the payload slices (reads
+ * waiting for cache fills and punches hold none): max_background (128,
+ * fs.c) and the FUSE worker threads.  Sizes the sets of request contexts.
+ */
+#define GW_CTX_EXTRA 160u
 
 void gw_pool_plan(struct gw_pool_plan *p, unsigned qd, long long pool_slices, size_t max_io,
 		  unsigned long long cache_bytes)
@@ -45,8 +52,9 @@ int gw_cache_setup(struct gw *g, const struct gw_pool_plan *p)
 	unsigned long long bytes = p->cache_bytes;
 	unsigned nslices = p->cache_slices;
 	size_t cblock = p->cache_block;
-	if (!bytes)
-		return 0;
+	int rc = route_ctx_setup(p->slices + GW_CTX_EXTRA); /* cached writes, punches and zero ranges */
+	if (rc || !bytes)
+		return rc;
 	size_t per_slice = buf_pool_slice_size(g->pool) / cblock;
 	unsigned nblocks = (unsigned)((bytes + cblock - 1) / cblock);
 	void **bufs = calloc(nblocks, sizeof(*bufs));
@@ -60,11 +68,12 @@ int gw_cache_setup(struct gw *g, const struct gw_pool_plan *p)
 			g->cache_slices[g->ncache_slices++] = buf_pool_get(g->pool, NULL);
 		bufs[i] = (uint8_t *)g->cache_slices[g->ncache_slices - 1] + (i % per_slice) * cblock;
 	}
-	int rc = bcache_create(&g->cache, cblock, nblocks, bufs, g->writeback);
+	rc = bcache_create(&g->cache, cblock, nblocks, bufs, g->writeback);
 	free(bufs);
 	for (size_t i = 0; !rc && i < gw_nluns(g); i++) {
 		struct bcache_backend be;
 		bcache_blk_backend(&be, &g->luns[i].dev);
+		be.depth = p->slices + GW_CTX_EXTRA; /* sizes its read and write contexts */
 		rc = bcache_dev_add(g->cache, &be, &g->luns[i].cdev);
 	}
 	if (!rc)
@@ -97,4 +106,5 @@ void gw_cache_teardown(struct gw *g)
 	free(g->cache_slices);
 	g->cache_slices = NULL;
 	g->ncache_slices = 0;
+	route_ctx_teardown();
 }

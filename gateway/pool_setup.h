@@ -38,17 +38,21 @@ void gw_pool_plan(struct gw_pool_plan *p, unsigned qd, long long pool_slices, si
 int gw_pool_create(struct gw *g, const struct gw_pool_plan *p);
 
 /*
- * The block cache (with cache_bytes): cache blocks in pool slices taken
- * out of circulation, so that one RDMA registration covers them and fills
- * land in registered memory; every LUN in g->luns gets a cache device.
- * Returns 0 or a negative errno.
+ * route.c's set of request contexts (route_ctx_setup: the payload
+ * slices plus what the kernel may have outstanding beyond them), and the
+ * block cache (with cache_bytes): cache blocks in pool slices taken out
+ * of circulation, so that one RDMA registration covers them and fills
+ * land in registered memory; every LUN in g->luns gets a cache device
+ * with read and write contexts for as many requests.  Returns 0 or a
+ * negative errno.
  */
 int gw_cache_setup(struct gw *g, const struct gw_pool_plan *p);
 
 /*
  * After the session is closed: free the files a stop left open (no
  * RELEASE comes after the unmount), log the cache's counters, remove the
- * cache devices, destroy the cache and give its slices back to the pool.
+ * cache devices, destroy the cache, give its slices back to the pool and
+ * free route.c's set of request contexts.
  * No-op for what was never set up.
  */
 void gw_cache_teardown(struct gw *g);

@@ -4,7 +4,9 @@
  * block I/O (see route.h).  Nothing here waits on the network: requests
  * are submitted and answered from their completion, on the connection's
  * event thread.  No lock of its own; the two tables are set before the
- * first request and only read afterwards.
+ * first request and only read afterwards.  The contexts of cached writes
+ * and of punches / zero ranges come from a fixed set made at mount time
+ * (route_ctx_setup; cache/ctxpool.h, which has its own lock).
  */
 #include "route.h"
 
@@ -15,6 +17,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "../cache/ctxpool.h"
 #include "gateway.h"
 
 const struct route_backend route_blk_backend = {
@@ -146,6 +149,39 @@ struct cache_write_ctx {
 	struct bcache_write *w;
 };
 
+/* The contexts of route_ctx_setup; NULL: malloc'd (unit tests, before the mount). */
+static struct ctxpool *_Atomic ctx_set;
+
+int route_ctx_setup(unsigned n)
+{
+	struct ctxpool *p;
+	int rc = ctxpool_create(&p, sizeof(struct cache_write_ctx), n);
+	if (!rc)
+		atomic_store_explicit(&ctx_set, p, memory_order_release);
+	return rc;
+}
+
+void route_ctx_teardown(void)
+{
+	ctxpool_destroy(atomic_exchange_explicit(&ctx_set, NULL, memory_order_acq_rel));
+}
+
+/* A context from the set (waits while all are out: FUSE threads only), else malloc'd; NULL only when that fails. */
+static struct cache_write_ctx *ctx_get(void)
+{
+	struct ctxpool *p = atomic_load_explicit(&ctx_set, memory_order_acquire);
+	return p ? ctxpool_get(p) : malloc(sizeof(struct cache_write_ctx));
+}
+
+static void ctx_put(struct cache_write_ctx *cw)
+{
+	struct ctxpool *p = atomic_load_explicit(&ctx_set, memory_order_acquire);
+	if (ctxpool_owns(p, cw))
+		ctxpool_put(p, cw);
+	else
+		free(cw);
+}
+
 static void write_done(void *arg, int err, const void *data, size_t len)
 {
 	(void)data;
@@ -157,7 +193,7 @@ static void cached_write_done(void *arg, int err, const void *data, size_t len)
 	struct cache_write_ctx *cw = arg;
 	B()->bcache_write_end(cw->cdev, cw->w, err);
 	write_done(cw->arg, err, data, len);
-	free(cw);
+	ctx_put(cw);
 }
 
 int route_write_prepare(struct gw_lun *l, bool o_direct, int64_t off, size_t *len, size_t max_io, struct blk_req **r,
@@ -205,7 +241,7 @@ static void cached_write(struct gw_lun *l, const struct gw_file *f, struct blk_r
 		S()->write_done(arg, 0, len);
 		return;
 	}
-	struct cache_write_ctx *cw = malloc(sizeof(*cw));
+	struct cache_write_ctx *cw = ctx_get();
 	if (!cw) {
 		B()->blk_write_cancel(r);
 		S()->write_done(arg, ENOMEM, 0);
@@ -235,7 +271,7 @@ static void discard_done(void *arg, int err, const void *data, size_t len)
 	if (dc->cdev)
 		B()->bcache_write_end(dc->cdev, dc->w, err);
 	S()->status_done(dc->arg, route_errno(err));
-	free(dc);
+	ctx_put(dc);
 }
 
 /* Punch (deallocate) or zero [start, end) of l, within the LUN; the cached blocks of the range become zeroes. */
@@ -243,7 +279,7 @@ static int discard(struct gw_lun *l, uint64_t start, uint64_t end, bool punch, v
 {
 	struct discard_caps caps;
 	discard_caps_from_info(&caps, &l->info);
-	struct cache_write_ctx *dc = malloc(sizeof(*dc));
+	struct cache_write_ctx *dc = ctx_get();
 	if (!dc)
 		return ENOMEM;
 	stamp_write(l); /* the range's bytes change: mtime and ctime move */
@@ -254,7 +290,7 @@ static int discard(struct gw_lun *l, uint64_t start, uint64_t end, bool punch, v
 	if (rc) {
 		if (dc->cdev)
 			B()->bcache_write_end(dc->cdev, dc->w, rc);
-		free(dc);
+		ctx_put(dc);
 		return route_errno(rc);
 	}
 	return 0;

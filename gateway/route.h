@@ -83,6 +83,19 @@ extern const struct route_backend route_blk_backend;
 void route_init(const struct route_backend *be, const struct route_sink *sink);
 
 /*
+ * Make the fixed set of n contexts of writes on a cached LUN and of
+ * punches / zero ranges (one each while in flight), so that none is
+ * allocated per request; a request takes one, waiting while all are out,
+ * and its completion gives it back.  Without a set (never made, or after
+ * route_ctx_teardown) contexts are malloc'd.  At mount time, before the
+ * first request.  Returns 0, -EINVAL (n 0) or -ENOMEM.
+ */
+int route_ctx_setup(unsigned n);
+
+/* Free the set of route_ctx_setup (none may be out: after the session closed); no-op without one. */
+void route_ctx_teardown(void);
+
+/*
  * The errno the file's user sees for err, a negative errno from a
  * submission or a completion of cache/ or blkio (0 stays 0).  A lost or
  * broken connection, a command timeout (RFC 7143 §7.1 recovery gave up)
