@@ -44,13 +44,15 @@ static const struct scsi_designator *desig_missing(const struct iscsi_lun_ident 
 	return NULL;
 }
 
-/* "NAA 600140…" (binary as hex, ASCII/UTF-8 as text, at most 64 bytes shown) into out. */
+/* "NAA 600140…" (binary as hex, ASCII/UTF-8 as text without trailing NULs and spaces, at most 64 bytes shown) into out. */
 static void desig_format(const struct scsi_designator *d, char *out, size_t cap)
 {
 	static const char *const names[] = {"vendor", "T10", "EUI-64", "NAA", "port", "TPG", "LUG", "MD5", "name"};
 	const char *name = d->type < sizeof(names) / sizeof(names[0]) ? names[d->type] : "type";
 	size_t used = (size_t)snprintf(out, cap, "%s ", name);
 	size_t len = d->len > 64 ? 64 : d->len;
+	while (d->code_set != 1 && len > 0 && (d->id[len - 1] == '\0' || d->id[len - 1] == ' '))
+		len--; /* text padded with NULs or spaces */
 	for (size_t i = 0; i < len && used + 3 < cap; i++) {
 		if (d->code_set == 1)
 			used += (size_t)snprintf(out + used, cap - used, "%02x", d->id[i]);

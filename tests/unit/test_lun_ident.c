@@ -107,6 +107,15 @@ Test(lun_ident, one_designator_differs)
 	b.lu_desig[1].code_set = 3;
 	cr_assert_not(same(&a, &b, why, sizeof(why)));
 	cr_assert_str_eq(why, "designator T10 IET     VIRTUAL-DISK beaf11 only on the first");
+	/* a T10 id padded with NULs and spaces is shown without them */
+	probe(&b);
+	desig(&b.lu_desig[1], 2, SCSI_DESIG_T10, "IET     00010001 \0\0\0", 20);
+	cr_assert_not(same(&a, &b, why, sizeof(why)));
+	cr_assert_str_eq(why, "designator T10 IET     VIRTUAL-DISK beaf11 only on the first");
+	cr_assert(same(&b, &b, why, sizeof(why)));
+	iscsi_lun_ident_same(&(struct iscsi_lun_ident){0}, &(struct iscsi_lun_ident){.n_desig = 1, .desig = {b.lu_desig[1]}},
+			     why, sizeof(why));
+	cr_assert_str_eq(why, "designator T10 IET     00010001 only on the second");
 }
 
 Test(lun_ident, serial_differs)
