@@ -1,10 +1,10 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * Which transport a mount uses (-o transport=auto|iser|tcp, ?iser): for
- * auto, the kernel's route to the portal (a connected UDP socket's source
- * address), the network device holding that address, and whether an RDMA
- * device is bound to it (/sys/class/infiniband/<dev>/ports/<n>/gid_attrs/
- * ndevs/); then iSER is tried and TCP taken when the RDMA CM cannot reach
+ * auto, the kernel's route to the portal (RTM_GETROUTE, initiator/
+ * netroute.c), its output network device (for a local portal the device
+ * holding the source address), and whether an RDMA device is bound to it
+ * (/sys/class/infiniband/<dev>/ports/<n>/gid_attrs/ndevs/); then iSER is tried and TCP taken when the RDMA CM cannot reach
  * the portal.  The choice and its reason are logged.  RLIMIT_MEMLOCK is
  * checked against the pool before anything connects.
  */
@@ -20,10 +20,12 @@
 #include <string.h>
 #include <sys/resource.h>
 #include <sys/socket.h>
+#include <netinet/in.h>
 #include <unistd.h>
 
 #include "../initiator/iser.h"
 #include "../initiator/log.h"
+#include "../initiator/netroute.h"
 
 int gw_transport_parse(const char *word, bool url_iser, enum gw_transport *out)
 {
@@ -46,7 +48,24 @@ int gw_transport_parse(const char *word, bool url_iser, enum gw_transport *out)
 	return 0;
 }
 
-/* The network device the kernel routes host:port through, into dev (IFNAMSIZ). 0 or -errno. */
+/* Whether the interface address a equals the address in ss (same family). */
+static bool same_addr(const struct sockaddr *a, const struct sockaddr_storage *ss)
+{
+	if (a->sa_family != ss->ss_family)
+		return false;
+	if (a->sa_family == AF_INET)
+		return ((const struct sockaddr_in *)a)->sin_addr.s_addr == ((const struct sockaddr_in *)ss)->sin_addr.s_addr;
+	return memcmp(&((const struct sockaddr_in6 *)a)->sin6_addr, &((const struct sockaddr_in6 *)ss)->sin6_addr,
+		      16) == 0;
+}
+
+/*
+ * The network device the kernel routes host:port through, into dev
+ * (IFNAMSIZ): the route's output interface (iscsi_route_lookup), except
+ * for a local route (a portal on this host), whose output interface is
+ * lo: there the device holding the route's source address, where an RDMA
+ * device (soft-RoCE) may be bound.  0 or -errno.
+ */
 static int route_netdev(const char *host, unsigned port, char *dev, size_t cap)
 {
 	struct addrinfo hints = {.ai_family = AF_UNSPEC, .ai_socktype = SOCK_DGRAM}, *ai = NULL;
@@ -54,31 +73,21 @@ static int route_netdev(const char *host, unsigned port, char *dev, size_t cap)
 	snprintf(service, sizeof(service), "%u", port);
 	if (getaddrinfo(host, service, &hints, &ai))
 		return -EHOSTUNREACH;
-	int fd = socket(ai->ai_family, SOCK_DGRAM | SOCK_CLOEXEC, 0);
-	struct sockaddr_storage src;
-	socklen_t sl = sizeof(src);
-	int rc = 0;
-	if (fd < 0 || connect(fd, ai->ai_addr, ai->ai_addrlen) || getsockname(fd, (struct sockaddr *)&src, &sl))
-		rc = -errno;
-	if (fd >= 0)
-		close(fd);
-	int family = ai->ai_family;
+	struct iscsi_route r;
+	int rc = iscsi_route_lookup(ai->ai_addr, &r);
 	freeaddrinfo(ai);
 	if (rc)
 		return rc;
+	if (!r.local || !r.have_src) {
+		snprintf(dev, cap, "%s", r.ifname);
+		return 0;
+	}
 	struct ifaddrs *ifs, *i;
 	if (getifaddrs(&ifs))
 		return -errno;
 	rc = -ENODEV;
 	for (i = ifs; i; i = i->ifa_next) {
-		if (!i->ifa_addr || i->ifa_addr->sa_family != family)
-			continue;
-		bool same = family == AF_INET
-				    ? ((struct sockaddr_in *)i->ifa_addr)->sin_addr.s_addr ==
-					      ((struct sockaddr_in *)&src)->sin_addr.s_addr
-				    : memcmp(&((struct sockaddr_in6 *)i->ifa_addr)->sin6_addr,
-					     &((struct sockaddr_in6 *)&src)->sin6_addr, 16) == 0;
-		if (same) {
+		if (i->ifa_addr && same_addr(i->ifa_addr, &r.src)) {
 			snprintf(dev, cap, "%s", i->ifa_name);
 			rc = 0;
 			break;
