@@ -21,6 +21,7 @@ struct snap {
 	uint64_t pool_bytes, pool_slices, pool_in_use, pool_in_use_max;
 	uint64_t latency_p50_us, latency_p90_us, latency_p99_us;
 	uint64_t reconnects;
+	uint64_t tx_direct, tx_kicks, event_wakeups;
 	uint64_t luns;
 	uint64_t cache_bytes, cache_hits, cache_misses, cache_readahead_bytes, cache_readahead_used_bytes;
 	uint64_t cache_readahead_wasted_bytes, cache_dirty_blocks, cache_writeback_blocks;
@@ -48,6 +49,9 @@ static const struct {
 	ROW(latency_p90_us),
 	ROW(latency_p99_us),
 	ROW(reconnects),
+	ROW(tx_direct),
+	ROW(tx_kicks),
+	ROW(event_wakeups),
 	ROW(luns),
 	ROW(cache_bytes),
 	ROW(cache_hits),
@@ -90,6 +94,9 @@ static void take_snapshot(struct gw *g, struct snap *n)
 	n->latency_p90_us = lat_hist_percentile(lat, 90);
 	n->latency_p99_us = lat_hist_percentile(lat, 99);
 	n->reconnects = ss.reconnects;
+	n->tx_direct = ss.tx_direct;
+	n->tx_kicks = ss.tx_kicks;
+	n->event_wakeups = ss.event_wakeups;
 	n->luns = gw_nluns(g);
 	if (g->cache) {
 		struct bcache_stats cs;

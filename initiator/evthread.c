@@ -14,6 +14,8 @@ void iscsi_evthread_init(struct iscsi_evthread *e)
 	e->fd = -1;
 	atomic_store(&e->kicked, false);
 	atomic_store(&e->stop, false);
+	atomic_store(&e->sleeping, false);
+	atomic_store(&e->wakeups, 0);
 	e->started = false;
 }
 

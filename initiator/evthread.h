@@ -11,11 +11,14 @@
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdbool.h>
+#include <stdint.h>
 
 struct iscsi_evthread {
 	int fd;                 /* eventfd; -1 until started */
 	atomic_bool kicked;     /* a wake-up is pending */
 	atomic_bool stop;       /* the thread is to end */
+	atomic_bool sleeping;   /* the thread is in poll (set by iscsi_evthread_sleep/woke) */
+	_Atomic uint64_t wakeups; /* polls that returned something to do (relaxed) */
 	bool started;
 	pthread_t thread;
 };
@@ -28,6 +31,26 @@ int iscsi_evthread_start(struct iscsi_evthread *e, void *(*fn)(void *), void *ar
 
 /* Wake the thread (any thread; cheap when a wake-up is pending).  peer names the connection in a failure line. */
 void iscsi_evthread_kick(struct iscsi_evthread *e, const char *peer);
+
+/* On the event thread, just before its poll: direct senders may see it asleep. */
+static inline void iscsi_evthread_sleep(struct iscsi_evthread *e) { atomic_store(&e->sleeping, true); }
+
+/* On the event thread, after its poll returned ready (ready > 0 counts a wake-up). */
+static inline void iscsi_evthread_woke(struct iscsi_evthread *e, int ready)
+{
+	atomic_store(&e->sleeping, false);
+	if (ready > 0)
+		atomic_fetch_add_explicit(&e->wakeups, 1, memory_order_relaxed);
+}
+
+/* Whether the event thread sleeps in poll now (any thread; a hint, it may wake at once). */
+static inline bool iscsi_evthread_asleep(struct iscsi_evthread *e) { return atomic_load(&e->sleeping); }
+
+/* Wake-ups counted so far (any thread). */
+static inline uint64_t iscsi_evthread_wakeups(struct iscsi_evthread *e)
+{
+	return atomic_load_explicit(&e->wakeups, memory_order_relaxed);
+}
 
 /* On the event thread, after poll saw e->fd readable: consume the wake-ups.  0 or a negative errno. */
 int iscsi_evthread_drain(struct iscsi_evthread *e);

@@ -164,6 +164,8 @@ int iscsi_session_submit(struct iscsi_session *s, const struct iscsi_cmd *cmd)
 		return -EAGAIN;
 	}
 	s->free_list = t->next;
+	struct iscsi_transport *direct = NULL; /* try_send on it once the lock is dropped */
+	unsigned in_flight = 0;
 	uint16_t index = t->index, gen = t->gen;
 	memset(t, 0, sizeof(*t));
 	t->index = index;
@@ -185,11 +187,29 @@ int iscsi_session_submit(struct iscsi_session *s, const struct iscsi_cmd *cmd)
 	} else if (!s->win_head && iscsi_sn_le(s->cmdsn, s->maxcmdsn)) {
 		t->cmdsn = s->cmdsn++;
 		sess_txq_push(s, t);
-		s->t->ops->kick(s->t); /* under the lock: s->t cannot be replaced meanwhile */
+		if (!ev && s->t->ops->try_send) {
+			/* sent below, lock dropped (tx_fill takes it); direct_senders keeps s->t alive */
+			direct = s->t;
+			in_flight = s->outstanding;
+			atomic_fetch_add_explicit(&s->direct_senders, 1, memory_order_relaxed);
+		} else {
+			s->t->ops->kick(s->t); /* under the lock: s->t cannot be replaced meanwhile */
+			atomic_fetch_add_explicit(&s->tx_kicks, 1, memory_order_relaxed);
+		}
 	} else {
 		sess_winq_push(s, t);
 	}
 	pthread_mutex_unlock(&s->lock);
+	if (direct) {
+		sess_tx_direct = true;
+		int ran = direct->ops->try_send(direct, in_flight);
+		sess_tx_direct = false;
+		if (!ran) {
+			direct->ops->kick(direct);
+			atomic_fetch_add_explicit(&s->tx_kicks, 1, memory_order_relaxed);
+		}
+		atomic_fetch_sub_explicit(&s->direct_senders, 1, memory_order_release);
+	}
 	return 0;
 }
 
@@ -244,6 +264,9 @@ void iscsi_session_get_stats(struct iscsi_session *s, struct iscsi_session_stats
 	out->outstanding = s->outstanding;
 	if (s->t && s->t->ops->payload_copied)
 		out->payload_bytes_copied += s->t->ops->payload_copied(s->t);
+	out->tx_kicks = atomic_load_explicit(&s->tx_kicks, memory_order_relaxed);
+	if (s->t && s->t->ops->wakeups)
+		out->event_wakeups += s->t->ops->wakeups(s->t);
 	pthread_mutex_unlock(&s->lock);
 }
 
@@ -308,6 +331,7 @@ void iscsi_session_close(struct iscsi_session *s, int timeout_ms)
 	pthread_mutex_unlock(&s->lock);
 	if (t) {
 		t->ops->shutdown(t); /* calls conn_lost(0) if its event thread still runs: commands complete */
+		sess_wait_direct(s); /* a submitter that got in before closing may still be in try_send */
 		t->ops->destroy(t);
 	}
 	pthread_mutex_lock(&s->lock);

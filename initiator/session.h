@@ -134,6 +134,9 @@ struct iscsi_session_stats {
 	uint32_t outstanding, max_outstanding;
 	uint64_t payload_bytes_copied; /* payload copied in user space by the transport */
 	uint64_t reconnects;           /* sessions reinstated after a connection loss */
+	uint64_t tx_direct;            /* SCSI Command PDUs written by their submitter's thread (try_send) */
+	uint64_t tx_kicks;             /* event-thread wake-ups asked for by submitters (kick) */
+	uint64_t event_wakeups;        /* times the event threads woke from poll, all connections so far */
 };
 void iscsi_session_get_stats(struct iscsi_session *s, struct iscsi_session_stats *out);
 

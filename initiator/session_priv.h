@@ -18,6 +18,7 @@
 
 #include <assert.h>
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stdbool.h>
 #include <stdint.h>
 
@@ -199,7 +200,14 @@ struct iscsi_session {
 	int64_t reconnect_delay_ms; /* Time2Wait the target asked for before we reconnect */
 	uint32_t logout_itt;
 
-	struct iscsi_session_stats stats;
+	struct iscsi_session_stats stats; /* tx_kicks: see tx_kicks below */
+	_Atomic uint64_t tx_kicks;  /* kicks by submitters (relaxed; some are counted without the lock) */
+	/*
+	 * Submitters inside try_send on s->t (no lock: taken with the lock
+	 * held while s->t is read, dropped after the call).  Whoever takes s->t
+	 * away waits for 0 (sess_wait_direct) before destroying it.
+	 */
+	_Atomic unsigned direct_senders;
 	struct lat_hist lat;        /* submission to completion of commands that got an answer: lock-free (atomics) */
 };
 
@@ -259,6 +267,11 @@ bool sess_pick_any(const struct task *t);
 bool sess_pick_doomed(const struct task *t);
 
 /* ---- session_tx.c: transport hooks on the event thread (take the lock) ---- */
+
+/* Set on a submitter's thread around try_send: its tx_fill counts tx_direct and is not the event thread. */
+extern _Thread_local bool sess_tx_direct;
+/* Wait until no submitter is inside try_send (after s->t was taken away or closing was set).  Lock NOT held. */
+void sess_wait_direct(struct iscsi_session *s);
 
 /* Start t's next queued solicited burst (R2T, §11.8) unless one is being sent.  Lock held. */
 void sess_next_r2t(struct task *t);

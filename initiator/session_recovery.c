@@ -344,12 +344,16 @@ void *sess_recovery_thread(void *arg)
 		struct iscsi_transport *old = s->t;
 		s->t = NULL;
 		pthread_mutex_unlock(&s->lock);
-		if (old)
+		if (old) {
 			old->ops->shutdown(old);
+			sess_wait_direct(s); /* s->t is NULL: no new direct sender on old */
+		}
 		pthread_mutex_lock(&s->lock);
-		if (old) { /* keep the dead connection's copy count in the session's */
+		if (old) { /* keep the dead connection's counts in the session's */
 			if (old->ops->payload_copied)
 				s->stats.payload_bytes_copied += old->ops->payload_copied(old);
+			if (old->ops->wakeups)
+				s->stats.event_wakeups += old->ops->wakeups(old);
 			old->ops->destroy(old);
 		}
 		recover(s);

@@ -7,16 +7,29 @@
  * Management Function Request and Logout Request, which are all built the
  * same way (immediate_bhs, slot_put) with the CmdSN of the next command.
  *
- * Threads: the hooks run on the transport's event thread and take the
- * session lock; tx_done completes deferred tasks after dropping it.
+ * Threads: the hooks run on the transport's event thread, or on a
+ * submitter's thread inside the transport's try_send (direct send,
+ * sess_tx_direct set), and take the session lock; tx_done completes
+ * deferred tasks after dropping it.
  */
 #include "session_priv.h"
 
 #include <assert.h>
 #include <pthread.h>
+#include <stdatomic.h>
 #include <string.h>
+#include <time.h>
 
 #include "clock.h"
+
+_Thread_local bool sess_tx_direct;
+
+void sess_wait_direct(struct iscsi_session *s)
+{
+	/* a direct send is one non-blocking write: this waits microseconds */
+	while (atomic_load_explicit(&s->direct_senders, memory_order_acquire))
+		nanosleep(&(struct timespec){.tv_nsec = 50000}, NULL);
+}
 
 static void emit_data_out(struct iscsi_session *s, struct task *t, struct iscsi_tx_slot *slot)
 {
@@ -105,6 +118,8 @@ static void emit_command(struct iscsi_session *s, struct task *t, struct iscsi_t
 	slot->xfer_dir = (uint8_t)t->cmd.dir;
 	t->cmd_sent = true;
 	s->stats.commands++;
+	if (sess_tx_direct)
+		s->stats.tx_direct++;
 	sess_next_r2t(t);
 }
 
@@ -264,7 +279,7 @@ int sess_hook_tx_fill(void *arg, struct iscsi_tx_slot *slots, int max)
 		slots[i].xfer_dir = 0;
 	}
 	pthread_mutex_lock(&s->lock);
-	if (!s->event_thread_known) {
+	if (!s->event_thread_known && !sess_tx_direct) {
 		s->event_thread = pthread_self();
 		s->event_thread_known = true;
 	}

@@ -8,7 +8,7 @@
  * an eventfd (kick), reads as much as the socket has into `rxbuf` and
  * parses many PDUs from it; Data-In payload that has not arrived yet is
  * read with readv straight into the destination slice; it sends batches
- * of PDUs pulled from the session with one writev (BHS, payload slice,
+ * of PDUs pulled from the session with one sendmsg (BHS, payload slice,
  * padding; no copy, no allocation).
  *
  * Digests (RFC 7143 §11.1, §13.1): none during login; from start() on,
@@ -21,6 +21,18 @@
  * (rx_pdu, which may complete the command) only after its data digest
  * matched.  A mismatch logs one line and drops the connection (ERL 0).
  * Transmit digests live in per-slot storage: no allocation either.
+ *
+ * Direct send (tcp_try_send): the transmit state (slots, iov, the tx_*
+ * fields) is guarded by tx_lock, which the event thread holds around its
+ * tx_flush and a submitter takes with trylock to write its command itself
+ * while the connection is idle (one tx_fill round, non-blocking; the rest
+ * of a partial write, and any error, go to the event thread, woken).
+ * Lock order: tx_lock, then the session lock (inside tx_fill/tx_done);
+ * nobody takes tx_lock with the session lock held.  The event thread
+ * alone reads the socket.  Before conn_lost, and in tcp_shutdown before
+ * the socket is closed, tx_closing is set under tx_lock: a direct send in
+ * progress finishes first (its tx_done precedes conn_lost), none starts
+ * after.
  */
 #include <assert.h>
 #include <errno.h>
@@ -64,6 +76,11 @@ struct tcp_conn {
 	bool hdig, ddig;                 /* CRC32C header / data digests (full feature phase) */
 	struct iscsi_evthread ev;        /* the event thread and its wake-up */
 
+	/* ---- transmit side: tx_lock (the event thread, or a direct sender) ---- */
+	pthread_mutex_t tx_lock;
+	bool tx_closing;                 /* no more direct sends (conn_lost or shutdown begun) */
+	int tx_err;                      /* a direct send's write error, for the event thread to act on */
+
 	/* ---- owned by the event thread ---- */
 	uint8_t *rxbuf;
 	size_t rxcap, rxstart, rxend;
@@ -76,6 +93,7 @@ struct tcp_conn {
 	uint8_t pad_sink[4];             /* its padding (covered by the data digest) */
 	uint8_t dig_buf[ISCSI_DIGEST_LEN]; /* its data digest as received */
 
+	/* ---- transmit state: tx_lock ---- */
 	struct iscsi_tx_slot slots[TX_SLOTS];
 	int nslots;                      /* slots of the batch being written */
 	uint8_t tx_dig[TX_SLOTS][2][ISCSI_DIGEST_LEN]; /* header and data digest of each slot */
@@ -156,6 +174,7 @@ static int tcp_connect(struct iscsi_transport **out, void *ctx, const char *host
 	}
 	c->base.ops = &iscsi_tcp_transport;
 	c->fd = fd;
+	pthread_mutex_init(&c->tx_lock, NULL);
 	iscsi_evthread_init(&c->ev);
 	snprintf(c->peer, sizeof(c->peer), ISCSI_HOSTPORT_FMT, ISCSI_HOSTPORT_ARGS(host, port));
 	*out = &c->base;
@@ -249,43 +268,41 @@ static int tcp_recv_pdu(struct iscsi_transport *t, uint8_t *bhs, void *data, uin
 	return 0;
 }
 
-/* ---- event thread ---- */
+/* ---- transmit side (tx_lock held) ---- */
 
-/* Send what is queued; returns 0 (all sent or would block) or -errno. */
-static int tx_flush(struct tcp_conn *c)
+/* Lay out the n slots of a new batch in iov: BHS, header digest, data, padding, data digest. */
+static void tx_build(struct tcp_conn *c, int n)
 {
-	for (;;) {
-		if (c->iovpos == c->iovcnt) {
-			if (c->nslots && c->hooks->tx_done)
-				c->hooks->tx_done(c->sess, c->slots, c->nslots);
-			c->nslots = 0;
-			int n = c->hooks->tx_fill(c->sess, c->slots, TX_SLOTS);
-			if (n <= 0)
-				return 0;
-			c->nslots = n;
-			c->iovcnt = c->iovpos = 0;
-			for (int i = 0; i < n; i++) {
-				struct iscsi_tx_slot *s = &c->slots[i];
-				c->iov[c->iovcnt++] = (struct iovec){s->bhs, ISCSI_BHS_LEN};
-				if (c->hdig) {
-					/* the session sends no AHS: the BHS is the whole header */
-					iscsi_digest_put(c->tx_dig[i][0], iscsi_crc32c(0, s->bhs, ISCSI_BHS_LEN));
-					c->iov[c->iovcnt++] = (struct iovec){c->tx_dig[i][0], ISCSI_DIGEST_LEN};
-				}
-				if (s->dlen) {
-					c->iov[c->iovcnt++] = (struct iovec){(void *)s->data, s->dlen};
-					uint32_t pad = iscsi_pad_len(s->dlen);
-					if (pad)
-						c->iov[c->iovcnt++] = (struct iovec){(void *)zero_pad, pad};
-					if (c->ddig) {
-						uint32_t crc = iscsi_crc32c(0, s->data, s->dlen);
-						iscsi_digest_put(c->tx_dig[i][1], iscsi_crc32c(crc, zero_pad, pad));
-						c->iov[c->iovcnt++] = (struct iovec){c->tx_dig[i][1], ISCSI_DIGEST_LEN};
-					}
-				}
+	c->nslots = n;
+	c->iovcnt = c->iovpos = 0;
+	for (int i = 0; i < n; i++) {
+		struct iscsi_tx_slot *s = &c->slots[i];
+		c->iov[c->iovcnt++] = (struct iovec){s->bhs, ISCSI_BHS_LEN};
+		if (c->hdig) {
+			/* the session sends no AHS: the BHS is the whole header */
+			iscsi_digest_put(c->tx_dig[i][0], iscsi_crc32c(0, s->bhs, ISCSI_BHS_LEN));
+			c->iov[c->iovcnt++] = (struct iovec){c->tx_dig[i][0], ISCSI_DIGEST_LEN};
+		}
+		if (s->dlen) {
+			c->iov[c->iovcnt++] = (struct iovec){(void *)s->data, s->dlen};
+			uint32_t pad = iscsi_pad_len(s->dlen);
+			if (pad)
+				c->iov[c->iovcnt++] = (struct iovec){(void *)zero_pad, pad};
+			if (c->ddig) {
+				uint32_t crc = iscsi_crc32c(0, s->data, s->dlen);
+				iscsi_digest_put(c->tx_dig[i][1], iscsi_crc32c(crc, zero_pad, pad));
+				c->iov[c->iovcnt++] = (struct iovec){c->tx_dig[i][1], ISCSI_DIGEST_LEN};
 			}
 		}
-		ssize_t w = writev(c->fd, c->iov + c->iovpos, c->iovcnt - c->iovpos);
+	}
+}
+
+/* Write what the batch has left, without blocking: 1 all written, 0 the socket is full, or -errno. */
+static int tx_write(struct tcp_conn *c)
+{
+	while (c->iovpos < c->iovcnt) {
+		struct msghdr m = {.msg_iov = c->iov + c->iovpos, .msg_iovlen = (size_t)(c->iovcnt - c->iovpos)};
+		ssize_t w = sendmsg(c->fd, &m, MSG_DONTWAIT | MSG_NOSIGNAL);
 		if (w < 0) {
 			if (errno == EAGAIN)
 				return 0;
@@ -300,10 +317,66 @@ static int tx_flush(struct tcp_conn *c)
 		if (c->iovpos < c->iovcnt) {
 			c->iov[c->iovpos].iov_base = (uint8_t *)c->iov[c->iovpos].iov_base + w;
 			c->iov[c->iovpos].iov_len -= (size_t)w;
-			return 0; /* socket full: wait for POLLOUT */
 		}
 	}
+	return 1;
 }
+
+/*
+ * Send what is queued: finish the batch in progress (then tx_done), pull
+ * the next with tx_fill, and so on; with once, at most one tx_fill.
+ * Returns 0 (all sent, or the socket is full: wait for POLLOUT) or -errno.
+ */
+static int tx_flush(struct tcp_conn *c, bool once)
+{
+	if (c->tx_err)
+		return c->tx_err;
+	for (int fills = 0;;) {
+		if (c->iovpos == c->iovcnt) {
+			if (c->nslots && c->hooks->tx_done)
+				c->hooks->tx_done(c->sess, c->slots, c->nslots);
+			c->nslots = 0;
+			if (once && fills)
+				return 0;
+			int n = c->hooks->tx_fill(c->sess, c->slots, TX_SLOTS);
+			fills++;
+			if (n <= 0)
+				return 0;
+			tx_build(c, n);
+		}
+		int rc = tx_write(c);
+		if (rc <= 0)
+			return rc;
+	}
+}
+
+/*
+ * try_send op (transport.h): one round of the transmit path on the
+ * caller's thread when the connection is idle.  1 when it ran, 0 when the
+ * caller is to kick.
+ */
+static int tcp_try_send(struct iscsi_transport *t, unsigned in_flight)
+{
+	struct tcp_conn *c = (struct tcp_conn *)t;
+	if (in_flight > 1 && !iscsi_evthread_asleep(&c->ev))
+		return 0; /* the event thread is awake with others in flight: its batch takes this one */
+	if (pthread_mutex_trylock(&c->tx_lock))
+		return 0;
+	if (c->tx_closing || c->tx_err || c->iovpos < c->iovcnt) {
+		pthread_mutex_unlock(&c->tx_lock);
+		return 0;
+	}
+	int rc = tx_flush(c, true);
+	if (rc)
+		c->tx_err = rc;
+	bool rest = c->iovpos < c->iovcnt;
+	pthread_mutex_unlock(&c->tx_lock);
+	if (rc || rest)
+		iscsi_evthread_kick(&c->ev, c->peer); /* POLLOUT, or the error, on the event thread */
+	return 1;
+}
+
+/* ---- event thread ---- */
 
 /* A header (BHS + AHS, hdr bytes) followed by its digest: 0, or -EBADMSG. */
 static int check_header_digest(struct tcp_conn *c, const uint8_t *bhs, size_t hdr)
@@ -510,14 +583,20 @@ static void *event_thread(void *arg)
 		}
 		/* Clear the kick before pulling work so a later kick wakes us again. */
 		atomic_store(&c->ev.kicked, false);
-		if ((err = tx_flush(c)))
+		pthread_mutex_lock(&c->tx_lock);
+		err = tx_flush(c, false);
+		bool want_out = c->iovpos < c->iovcnt;
+		pthread_mutex_unlock(&c->tx_lock);
+		if (err)
 			break;
 		struct pollfd p[2] = {
-			{.fd = c->fd, .events = POLLIN | (c->iovpos < c->iovcnt ? POLLOUT : 0)},
+			{.fd = c->fd, .events = POLLIN | (want_out ? POLLOUT : 0)},
 			{.fd = c->ev.fd, .events = POLLIN},
 		};
 		int64_t wait = next_tick - clk_now_ms();
+		iscsi_evthread_sleep(&c->ev);
 		int r = poll(p, 2, wait < 0 ? 0 : (int)wait);
+		iscsi_evthread_woke(&c->ev, r);
 		if (r < 0) {
 			if (errno == EINTR)
 				continue;
@@ -533,6 +612,9 @@ static void *event_thread(void *arg)
 	}
 	if (err)
 		log_debug("%s: connection error: %s", c->peer, strerror(-err));
+	pthread_mutex_lock(&c->tx_lock); /* a direct send in progress ends (with its tx_done) first */
+	c->tx_closing = true;
+	pthread_mutex_unlock(&c->tx_lock);
 	shutdown(c->fd, SHUT_RDWR);
 	c->hooks->conn_lost(c->sess, atomic_load(&c->ev.stop) ? 0 : (err ? err : -ECONNRESET));
 	return NULL;
@@ -569,16 +651,20 @@ static void tcp_shutdown(struct iscsi_transport *t)
 {
 	struct tcp_conn *c = (struct tcp_conn *)t;
 	iscsi_evthread_stop(&c->ev, c->peer);
+	pthread_mutex_lock(&c->tx_lock); /* no direct send uses the socket past this point */
+	c->tx_closing = true;
 	if (c->fd >= 0) {
 		close(c->fd);
 		c->fd = -1;
 	}
+	pthread_mutex_unlock(&c->tx_lock);
 }
 
 static void tcp_destroy(struct iscsi_transport *t)
 {
 	struct tcp_conn *c = (struct tcp_conn *)t;
 	iscsi_evthread_fini(&c->ev);
+	pthread_mutex_destroy(&c->tx_lock);
 	free(c->rxbuf);
 	free(c);
 }
@@ -588,6 +674,11 @@ static uint64_t tcp_payload_copied(struct iscsi_transport *t)
 	return atomic_load_explicit(&((struct tcp_conn *)t)->bytes_copied, memory_order_relaxed);
 }
 
+static uint64_t tcp_wakeups(struct iscsi_transport *t)
+{
+	return iscsi_evthread_wakeups(&((struct tcp_conn *)t)->ev);
+}
+
 const struct iscsi_transport_ops iscsi_tcp_transport = {
 	.name = "tcp",
 	.connect = tcp_connect,
@@ -595,7 +686,9 @@ const struct iscsi_transport_ops iscsi_tcp_transport = {
 	.recv_pdu = tcp_recv_pdu,
 	.start = tcp_start,
 	.kick = tcp_kick,
+	.try_send = tcp_try_send,
 	.shutdown = tcp_shutdown,
 	.destroy = tcp_destroy,
 	.payload_copied = tcp_payload_copied,
+	.wakeups = tcp_wakeups,
 };

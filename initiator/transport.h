@@ -11,6 +11,13 @@
  *    thread, which pulls PDUs to send with hooks->tx_fill() and delivers
  *    received PDUs with hooks->rx_pdu(); Data-In payload is placed straight
  *    into the buffer that hooks->rx_data_dest() names (a pool slice).
+ *
+ * Direct send (optional op try_send, TCP): the thread that just queued a
+ * command may run the transmit side itself while the connection is idle,
+ * instead of waking the event thread.  The event thread stays the only
+ * reader of the connection.  Lock order: the transport's transmit lock
+ * before the session lock (tx_fill and tx_done take the session lock), so
+ * try_send is never called with the session lock held.
  */
 #ifndef ISERFUSE_TRANSPORT_H
 #define ISERFUSE_TRANSPORT_H
@@ -46,7 +53,11 @@ struct iscsi_tx_slot {
  */
 #define ISCSI_TX_BATCH_MAX 64
 
-/* Session callbacks, all called on the transport's event thread. */
+/*
+ * Session callbacks, called on the transport's event thread; tx_fill and
+ * tx_done also on a submitter's thread inside try_send, never two at once
+ * (the transport's transmit lock).
+ */
 struct iscsi_transport_hooks {
 	/* Fill up to max (<= ISCSI_TX_BATCH_MAX) slots with PDUs to send; returns the number filled. */
 	int (*tx_fill)(void *sess, struct iscsi_tx_slot *slots, int max);
@@ -133,6 +144,23 @@ struct iscsi_transport_ops {
 		     void *sess, const struct iscsi_params *params);
 	/* There is something to send (any thread, cheap when already signalled). */
 	void (*kick)(struct iscsi_transport *t);
+	/*
+	 * Optional (NULL: the caller kicks instead).  Called by a thread that
+	 * has just queued a command, session lock NOT held, never from the
+	 * event thread or a completion callback: if the transmit side is free
+	 * (trylock), nothing is left half-written and either the event thread
+	 * sleeps in poll or in_flight (commands outstanding on the session,
+	 * the new one included) is 1, run one round of the transmit path on
+	 * this thread: tx_fill, a non-blocking write (digests as usual) and,
+	 * once every byte is written, tx_done (which may run completion
+	 * callbacks of commands answered meanwhile on this thread).  A partial
+	 * write or a write error is left to the event thread, woken for it;
+	 * the caller never blocks on the connection.  Returns 1 when the
+	 * transmit side ran, 0 when it was not taken: the caller then kicks.
+	 * t stays valid until the call returns (the session's reaper waits
+	 * for direct senders before destroy).
+	 */
+	int (*try_send)(struct iscsi_transport *t, unsigned in_flight);
 	/* Stop the event thread (joins it unless called from it) and close the connection. */
 	void (*shutdown)(struct iscsi_transport *t);
 	/* Free everything (after shutdown). */
@@ -142,6 +170,12 @@ struct iscsi_transport_ops {
 	 * space so far (for the statistics; any thread, no lock needed).
 	 */
 	uint64_t (*payload_copied)(struct iscsi_transport *t);
+	/*
+	 * Optional (NULL: none counted): times this connection's event thread
+	 * woke from poll with something to do (a kick or the socket), for the
+	 * statistics; any thread, no lock needed.
+	 */
+	uint64_t (*wakeups)(struct iscsi_transport *t);
 };
 
 /* Every transport object starts with this. */

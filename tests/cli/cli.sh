@@ -246,7 +246,7 @@ if run_ok "iserfuse lab mounts section [lab] on its mountpoint" "$iserfuse" -o "
 	before=$(cat "$mnt/.stats")
 	cp "$mnt/.stats" "$work/stats0"
 	keys=$(awk '{ print $1 }' "$work/stats0" | tr '\n' ' ')
-	want="transport mr_registrations payload_bytes_copied rmw_bytes_copied commands bytes_read bytes_written queue_depth queue_depth_max pool_bytes pool_slices pool_in_use pool_in_use_max latency_p50_us latency_p90_us latency_p99_us reconnects luns cache_bytes cache_hits cache_misses cache_readahead_bytes cache_readahead_used_bytes cache_readahead_wasted_bytes cache_dirty_blocks cache_writeback_blocks scsi_retries unit_attentions rescans capacity_changes "
+	want="transport mr_registrations payload_bytes_copied rmw_bytes_copied commands bytes_read bytes_written queue_depth queue_depth_max pool_bytes pool_slices pool_in_use pool_in_use_max latency_p50_us latency_p90_us latency_p99_us reconnects tx_direct tx_kicks event_wakeups luns cache_bytes cache_hits cache_misses cache_readahead_bytes cache_readahead_used_bytes cache_readahead_wasted_bytes cache_dirty_blocks cache_writeback_blocks scsi_retries unit_attentions rescans capacity_changes "
 	check_eq ".stats keys" "$keys" "$want"
 	# every key .stats prints is explained in the man page's .stats entry (FILES IN THE MOUNT)
 	statsdoc=$(sed -n '/^\.SH FILES IN THE MOUNT/,/^\.SH/p' "$manpage" | sed -n '/^\.B \.stats$/,/^\.RE$/p')
@@ -263,6 +263,7 @@ if run_ok "iserfuse lab mounts section [lab] on its mountpoint" "$iserfuse" -o "
 	r0=$(awk '$1=="bytes_read"{print $2}' "$work/stats0")
 	w0=$(awk '$1=="bytes_written"{print $2}' "$work/stats0")
 	m0=$(awk '$1=="rmw_bytes_copied"{print $2}' "$work/stats0")
+	x0=$(awk '$1=="tx_direct"{print $2}' "$work/stats0")
 	dd if=/dev/urandom of="$work/pattern" bs=64k count=1 status=none
 	dd if="$work/pattern" of="$mnt/lun1" bs=64k seek=3 conv=notrunc,fsync status=none
 	dd if="$mnt/lun1" of=/dev/null bs=1M count=2 iflag=direct status=none
@@ -271,7 +272,9 @@ if run_ok "iserfuse lab mounts section [lab] on its mountpoint" "$iserfuse" -o "
 	r1=$(stat_of "$mnt" bytes_read)
 	w1=$(stat_of "$mnt" bytes_written)
 	m1=$(stat_of "$mnt" rmw_bytes_copied)
+	x1=$(stat_of "$mnt" tx_direct)
 	check ".stats: commands grew by at least 4 ($c0 -> $c1)" test "$c1" -ge $((c0 + 4))
+	check ".stats: tx_direct grew (FUSE workers wrote commands to the idle connection: $x0 -> $x1)" test "$x1" -gt "$x0"
 	check ".stats: bytes_read grew by at least 2 MiB ($r0 -> $r1)" test "$r1" -ge $((r0 + 2097152))
 	check_eq ".stats: bytes_written grew by 64 KiB + one 512-byte block" "$((w1 - w0))" $((65536 + 512))
 	check_eq ".stats: rmw_bytes_copied grew by 509 (3 bytes written into a 512-byte block)" "$((m1 - m0))" 509

@@ -4,6 +4,8 @@
  *
  *   target_io info URL                       prints what the LUN (or target) is
  *   target_io verify URL BACKING_FILE SEED   random I/O checked against the backing file
+ *   target_io qd1 URL COUNT                  COUNT one-block reads one at a time, with the
+ *                                            session's transmit counters over them
  *
  * TARGET_IO_HEADER_DIGEST / TARGET_IO_DATA_DIGEST (none, crc32c, auto) set
  * the digest offers, over the URL's header_digest / data_digest.
@@ -327,6 +329,61 @@ static int cmd_verify(const char *text, const char *backing, const char *seed)
 	return failures ? 1 : 0;
 }
 
+/*
+ * qd1: COUNT reads of one logical block, each submitted from this thread
+ * once the previous one completed (queue depth 1).  Prints the digests
+ * negotiated (`header_digest 0|1`, `data_digest 0|1`), `reads N`,
+ * `tx_direct N`, `tx_kicks N`, `event_wakeups N` (the session's counters
+ * over the reads alone).  Exit 0 when every read succeeded.
+ */
+static int cmd_qd1(const char *text, const char *count)
+{
+	struct iscsi_url u;
+	struct iscsi_session *s;
+	struct buf_pool *pool;
+	struct iscsi_lun_info info;
+	struct blk_dev d;
+	unsigned long n = strtoul(count, NULL, 0);
+
+	if (open_session(text, &u, &s))
+		return 1;
+	if (u.lun < 0 || n == 0) {
+		fprintf(stderr, "qd1 needs a URL with /lun and a COUNT > 0\n");
+		return 1;
+	}
+	if (buf_pool_create(&pool, MAX_IO + 4 * 4096, 8))
+		return 1;
+	void *scratch = buf_pool_get(pool, NULL);
+	int rc = iscsi_lun_probe(s, (uint16_t)u.lun, scratch, MAX_IO, &info);
+	buf_pool_put(pool, scratch);
+	if (rc || blk_dev_init(&d, s, pool, &info, MAX_IO)) {
+		fprintf(stderr, "probe failed: %s\n", strerror(-rc));
+		return 1;
+	}
+	uint32_t bs = info.cap.block_size;
+	uint64_t span = blk_dev_size(&d) / bs;
+	struct iscsi_session_stats a, b;
+	iscsi_session_get_stats(s, &a);
+	unsigned long done = 0;
+	for (unsigned long i = 0; i < n; i++) {
+		if ((rc = do_read(&d, (i % span) * bs, bs, NULL))) {
+			fprintf(stderr, "read %lu: %s\n", i, strerror(-rc));
+			break;
+		}
+		done++;
+	}
+	iscsi_session_get_stats(s, &b);
+	const struct iscsi_params *p = iscsi_session_params(s);
+	printf("header_digest %d\ndata_digest %d\n", p->header_digest, p->data_digest);
+	printf("reads %lu\ntx_direct %llu\ntx_kicks %llu\nevent_wakeups %llu\n", done,
+	       (unsigned long long)(b.tx_direct - a.tx_direct), (unsigned long long)(b.tx_kicks - a.tx_kicks),
+	       (unsigned long long)(b.event_wakeups - a.event_wakeups));
+	iscsi_session_close(s, 5000);
+	blk_dev_fini(&d);
+	buf_pool_destroy(pool);
+	return done == n ? 0 : 1;
+}
+
 int main(int argc, char **argv)
 {
 	if (getenv("TARGET_IO_DEBUG"))
@@ -335,6 +392,8 @@ int main(int argc, char **argv)
 		return cmd_info(argv[2]);
 	if (argc == 5 && strcmp(argv[1], "verify") == 0)
 		return cmd_verify(argv[2], argv[3], argv[4]);
-	fprintf(stderr, "usage: target_io info URL | target_io verify URL BACKING_FILE SEED\n");
+	if (argc == 4 && strcmp(argv[1], "qd1") == 0)
+		return cmd_qd1(argv[2], argv[3]);
+	fprintf(stderr, "usage: target_io info URL | target_io verify URL BACKING_FILE SEED | target_io qd1 URL COUNT\n");
 	return 2;
 }

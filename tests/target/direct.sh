@@ -1,0 +1,96 @@
+#!/bin/bash
+# SPDX-License-Identifier: MIT
+#
+# The "direct" test of the target suite: direct send at idle over TCP.
+# target_io qd1 reads 1000 blocks one at a time from tgtd; each command is
+# to be written to the socket by the thread that submitted it (tx_direct)
+# rather than by the event thread woken for it (tx_kicks): at least 95 %
+# direct and under 5 % kicks, without digests and with HeaderDigest and
+# DataDigest CRC32C; the event thread wakes about once per read (the
+# response), under 1.5 per read.
+#
+#   direct.sh TARGET_IO
+#
+# Prints "ok - ..." / "not ok - ..." per check and "N passed, M failed"
+# last; exits 1 if anything failed, 77 (skip) when not root, 2 on bad usage.
+# Needs: tgt.
+set -euo pipefail
+
+here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
+# shellcheck source-path=SCRIPTDIR source=../lib/targets.sh
+. "$here/../lib/targets.sh"
+# shellcheck source-path=SCRIPTDIR source=../lib/report.sh
+. "$here/../lib/report.sh"
+# shellcheck source-path=SCRIPTDIR source=../lib/suite.sh
+. "$here/../lib/suite.sh"
+
+suite_args 1 "TARGET_IO" "$@"
+target_io=$1
+need_exe "$target_io"
+need_root "the direct test runs tgtd, which needs root"
+need_tools tgtd tgtadm timeout ss
+
+suite_scratch direct
+suite_drop=('tgtd/*.img')
+suite_teardown() {
+	tgtd_stop "$work/tgtd"
+}
+
+if ! tgtd_start "$work/tgtd" 16M 16M >/dev/null 2>"$work/start.err"; then
+	fail "tgtd started"
+	note "$work/start.err"
+	echo "$passed passed, $failed failed"
+	exit 1
+fi
+pass "tgtd started ($TGT_URL)"
+ctl=$(<"$work/tgtd/ctl")
+
+field() {
+	awk -v k="$2" '$1 == k { print $2; exit }' <<<"$1"
+}
+
+# qd1_reads LABEL HD DD WANT: 1000 QD1 reads with these digest choices,
+# WANT the digests negotiated ("header data", 0 or 1 each).
+qd1_reads() {
+	local out rc=0
+	out=$(TARGET_IO_HEADER_DIGEST=$2 TARGET_IO_DATA_DIGEST=$3 timeout 120 "$target_io" qd1 "$TGT_URL/1" 1000 \
+		2>"$work/err") || rc=$?
+	if ((rc != 0)); then
+		fail "$1: target_io qd1 exits 0 (exit $rc)"
+		note "$work/err"
+		return
+	fi
+	local reads direct kicks wakes
+	reads=$(field "$out" reads)
+	direct=$(field "$out" tx_direct)
+	kicks=$(field "$out" tx_kicks)
+	wakes=$(field "$out" event_wakeups)
+	check_eq "$1: digests negotiated (header data)" "$(field "$out" header_digest) $(field "$out" data_digest)" "$4"
+	check_eq "$1: 1000 reads done" "$reads" 1000
+	if ((direct >= 950)); then
+		pass "$1: $direct of 1000 reads sent by their submitter (>= 950)"
+	else
+		fail "$1: $direct of 1000 reads sent by their submitter (>= 950 expected)"
+	fi
+	if ((kicks < 50)); then
+		pass "$1: $kicks event-thread kicks (< 50)"
+	else
+		fail "$1: $kicks event-thread kicks (< 50 expected)"
+	fi
+	if ((wakes < 1500)); then
+		pass "$1: $wakes event-thread wake-ups for 1000 reads (< 1500)"
+	else
+		fail "$1: $wakes event-thread wake-ups for 1000 reads (< 1500 expected)"
+	fi
+}
+
+qd1_reads "no digests" none none "0 0"
+if _tgtadm "$ctl" --op update --mode target --tid 1 --name HeaderDigest --value CRC32C &&
+	_tgtadm "$ctl" --op update --mode target --tid 1 --name DataDigest --value CRC32C; then
+	qd1_reads "CRC32C digests" crc32c crc32c "1 1"
+else
+	fail "tgtadm sets HeaderDigest=CRC32C and DataDigest=CRC32C"
+fi
+
+echo "$passed passed, $failed failed"
+((failed == 0))
