@@ -7,6 +7,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 
 struct parse_state {
 	struct gw_config *c;
@@ -138,6 +139,12 @@ int gw_config_load(const char *path, bool must_exist, struct gw_config *c)
 		if ((errno == ENOENT || errno == EACCES) && !must_exist)
 			return 0; /* the system default, absent or not for this user */
 		fprintf(stderr, "iserfuse: %s: %s\n", path, strerror(errno));
+		return -1;
+	}
+	struct stat st;
+	if (fstat(fileno(p.f), &st) == 0 && !S_ISREG(st.st_mode)) {
+		fprintf(stderr, "iserfuse: %s: %s\n", path, S_ISDIR(st.st_mode) ? strerror(EISDIR) : "not a regular file");
+		fclose(p.f);
 		return -1;
 	}
 	c->path = strdup(path);

@@ -202,6 +202,10 @@ static int apply_config(struct gw_settings *o, struct fuse_args *args, struct gw
 	struct fuse_args ca = FUSE_ARGS_INIT(0, NULL);
 	int rc = -1;
 
+	if (o->str[GW_OPT_CONFIG] && !path[0]) {
+		fprintf(stderr, "iserfuse: bad option 'config=': the path is empty\n");
+		return -1;
+	}
 	if (gw_config_load(path, o->str[GW_OPT_CONFIG] != NULL, conf))
 		return -1;
 	if (o->url && !strstr(o->url, "://")) {

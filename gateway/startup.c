@@ -95,6 +95,11 @@ int gw_mountpoint_check(const char *mnt)
 		return -1;
 	}
 	char real[PATH_MAX], src[512];
+	if (realpath(mnt, real) && strcmp(real, "/") == 0) {
+		/* a mount on the root is out of this process's sight (the live check could never see it) and hides the system */
+		fprintf(stderr, "iserfuse: mount point %s is the root directory: choose an empty directory\n", mnt);
+		return -1;
+	}
 	if (realpath(mnt, real) && iserfuse_mounted_on(real, src, sizeof(src))) {
 		fprintf(stderr, "iserfuse: %s already holds an iserfuse mount (%s): unmount it first (fusermount3 -u %s)\n",
 			mnt, src, mnt);

@@ -224,6 +224,11 @@ run_fail1 "an unknown section name, exit 1" "'nosuch' is neither an iscsi:// URL
 run_fail1 "a missing -o config file, exit 1" "$work/absent.conf: No such file" \
 	"$iserfuse" -o "config=$work/absent.conf" "$url" "$mnt"
 printf 'options = queue_depth=16,frobnicate\n' >"$conf"
+mkdir -p "$work/conf.d"
+run_fail1 "a -o config that is a directory: one line, exit 1" "^iserfuse: $work/conf.d: Is a directory$" \
+	"$iserfuse" -o "config=$work/conf.d" "$url" "$mnt"
+run_fail1 "an empty -o config=: one line naming the option, exit 1" "^iserfuse: bad option 'config=': the path is empty$" \
+	"$iserfuse" -o "config=" "$url" "$mnt"
 run_fail1 "an unknown option in the file's options, exit 1" "frobnicate" "$iserfuse" -o "config=$conf" "$url" "$mnt"
 run_fail1 "a bad log_level, exit 1" "log_level=loud" "$iserfuse" -o log_level=loud "$url" "$mnt"
 
@@ -387,6 +392,11 @@ run_fail1_any "a stale mount point (daemon killed): its error and fusermount3 -u
 	"^iserfuse: mount point $mnt: Transport endpoint is not connected .*fusermount3 -u $mnt\)$" \
 	"$iserfuse" -o "initiator_name=$initiator" "$url" "$mnt"
 fusermount3 -u "$mnt" 2>/dev/null || umount -l "$mnt" 2>/dev/null || true
+# The root directory: refused before anything connects (a mount stacked on / is out of the daemon's sight).
+roots=$(grep -c '^[^ ]* / fuse' /proc/mounts || true)
+run_fail1_any "mount point /: refused with one line, exit 1" "^iserfuse: mount point / is the root directory: choose an empty directory$" \
+	"$iserfuse" -o "initiator_name=$initiator" "$url" /
+check_eq "mount point /: nothing mounted on /" "$(grep -c '^[^ ]* / fuse' /proc/mounts || true)" "$roots"
 # A mount point the user may not enter: Permission denied, not "not a directory".
 if command -v setpriv >/dev/null && setpriv --reuid=65534 --regid=65534 --clear-groups test -x "$iserfuse"; then
 	ne=$(mktemp -d /tmp/iserfuse-cli-ne.XXXXXX)
