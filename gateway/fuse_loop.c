@@ -39,8 +39,12 @@
 #define LOOP_KICK_SIGNAL SIGUSR2
 /* While stopping: how often the readers not yet ended are woken again (ms). */
 #define LOOP_KICK_MS 10
-/* With stand-ins running: how often the supervisor checks for spare readers (ms). */
-#define LOOP_SPARE_CHECK_MS 250
+/*
+ * How often the supervisor looks without being woken (ms): for spare
+ * stand-ins, and for a session exited by another thread without a signal
+ * (the live watcher, daemon.c, when the kernel does not take the mount).
+ */
+#define LOOP_CHECK_MS 250
 
 enum reader_state { R_FREE, R_LIVE, R_ENDED };
 
@@ -203,21 +207,26 @@ static void stall_check(struct loop *lp, const sigset_t *mask)
 		loop_wake(lp);
 }
 
-/* Ask one idle stand-in to end (the last started first). */
-static void standin_retire(struct loop *lp)
+/* Ask up to n idle stand-ins to end (the last started first). */
+static void standins_retire(struct loop *lp, unsigned n)
 {
-	for (unsigned i = lp->max; i-- > 0;) {
+	for (unsigned i = lp->max; i-- > 0 && n;) {
 		struct reader *r = &lp->r[i];
 		/* one asked before but still idle missed its kick (it came just before its read): again */
 		if (atomic_load(&r->state) != R_LIVE || !r->standin || atomic_load(&r->busy))
 			continue;
 		atomic_store(&r->retire, true);
 		pthread_kill(r->t, LOOP_KICK_SIGNAL);
-		return;
+		n--;
 	}
 }
 
-/* Until the session exits: stall checks, and the end of spare stand-ins. */
+/*
+ * Until the session exits (seen at once on a stop signal or a reader's
+ * end, else within LOOP_CHECK_MS): stall checks, and the end of the spare
+ * stand-ins once more than the base count have been idle for
+ * GW_LOOP_SPARE_MS.
+ */
 static void supervise(struct loop *lp, const sigset_t *mask)
 {
 	int64_t spare_since = -1;
@@ -227,18 +236,19 @@ static void supervise(struct loop *lp, const sigset_t *mask)
 			stall_check(lp, mask);
 			continue;
 		}
-		if (lp->live > lp->base && atomic_load(&lp->idle) > lp->base) {
+		unsigned idle = atomic_load(&lp->idle);
+		if (lp->live > lp->base && idle > lp->base) {
 			int64_t now = clk_now_ms();
 			if (spare_since < 0) {
 				spare_since = now;
 			} else if (now - spare_since >= GW_LOOP_SPARE_MS) {
-				standin_retire(lp);
+				standins_retire(lp, idle - lp->base);
 				spare_since = now;
 			}
 		} else {
 			spare_since = -1;
 		}
-		loop_wait(lp, lp->live > lp->base ? LOOP_SPARE_CHECK_MS * 1000 : -1, mask);
+		loop_wait(lp, LOOP_CHECK_MS * 1000, mask);
 	}
 }
 
