@@ -32,6 +32,7 @@
 #include "../initiator/url.h"
 #include "credentials.h"
 #include "daemon.h"
+#include "fuse_loop.h"
 #include "gateway.h"
 #include "lun_select.h"
 #include "pool_setup.h"
@@ -45,7 +46,7 @@ struct mount {
 	struct fuse_args args;          /* the command line, for fuse_opt and libfuse */
 	struct gw_settings o;
 	struct gw_config conf;
-	struct fuse_cmdline_opts cmd;   /* libfuse's: mount point, -f, -d, -s, threads */
+	struct fuse_cmdline_opts cmd;   /* libfuse's: mount point, -f, -d, -s (clone_fd, max_idle_threads unused) */
 	struct iscsi_url url;
 	enum gw_transport tmode;
 	struct iscsi_chap_creds creds;
@@ -430,20 +431,16 @@ static int mount_kernel(struct mount *m)
 	return 0;
 }
 
-/* The FUSE loop (-s: one thread; else up to 16, or -o max_threads=).  Returns its result. */
+/*
+ * The FUSE loop: -s, libfuse's one thread; else gw_fuse_loop's readers
+ * (fuse_loop.c), up to -o max_threads.  Returns its result (0 or a
+ * negative errno).
+ */
 static int mount_serve(struct mount *m)
 {
-	const struct fuse_cmdline_opts *cmd = &m->cmd;
-	if (cmd->singlethread)
+	if (m->cmd.singlethread)
 		return fuse_session_loop(m->se);
-	struct fuse_loop_config *lc = fuse_loop_cfg_create();
-	fuse_loop_cfg_set_clone_fd(lc, cmd->clone_fd);
-	if (cmd->max_idle_threads <= 1024) /* UINT_MAX: not given */
-		fuse_loop_cfg_set_idle_threads(lc, cmd->max_idle_threads);
-	fuse_loop_cfg_set_max_threads(lc, cmd->max_threads && cmd->max_threads <= 1024 ? cmd->max_threads : 16);
-	int lrc = fuse_session_loop_mt(m->se, lc);
-	fuse_loop_cfg_destroy(lc);
-	return lrc;
+	return gw_fuse_loop(m->se, (unsigned)gw_settings_num(&m->o, GW_OPT_MAX_THREADS));
 }
 
 /* What the steps before the session left: the FUSE session, the URL, the credentials, the settings. */

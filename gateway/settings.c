@@ -73,7 +73,7 @@ static void usage(FILE *f)
 		"    -f                       stay in the foreground, log to stderr (default: background, messages\n"
 		"                             to log_file, else the systemd journal, else syslog)\n"
 		"    -d                       debug output, FUSE requests too (implies -f)\n"
-		"    -s                       single-threaded FUSE loop (default: up to 16 threads)\n"
+		"    -s                       single-threaded FUSE loop (default: see max_threads)\n"
 		"    --list                   list the targets and LUNs behind a portal (SendTargets), mount nothing\n"
 		"    -h, --help               this text and the FUSE options\n"
 		"    -V, --version            versions of iserfuse, libfuse and libibverbs (rdma-core)\n"

@@ -137,7 +137,7 @@ for k in sorted(set(man_keys) - set(defaults)):
     bad.append("--help: no entry for -o %s (in the man page)" % k)
 print("\n".join(bad) if bad else "same %d keys" % len(defaults))
 PY
-check_eq "--help and the man page list the same -o keys, defaults and ranges" "$(cat "$work/table.out")" "same 22 keys"
+check_eq "--help and the man page list the same -o keys, defaults and ranges" "$(cat "$work/table.out")" "same 23 keys"
 check_eq "--help shows the CHAP sources once" "$(grep -c 'CHAP credentials come from' "$work/help")" 1
 check_eq "--help shows allow_other once" "$(grep -c -- '-o allow_other' "$work/help")" 1
 rc=0
@@ -164,7 +164,8 @@ for bad in "login_timeout=-5|1..3600" "login_timeout=0|1..3600" "queue_depth=0|1
 	"queue_depth=5000|1..4096" "max_io_kib=6|4..4096" "login_timeout=99999999999999999999|1..3600" \
 	"cache_size=2T|0..1024G" "umask=0999|0..0777" "cmd_timeout=x|0..86400" \
 	"queue_depth=4097|1..4096" "login_timeout=3601|1..3600" "umask=01000|0..0777" "noop_interval=3601|0..3600" \
-	"pool_slices=4097|2..4096" "replacement_timeout=86401|0..86400" "max_io_kib=4100|4..4096"; do
+	"pool_slices=4097|2..4096" "replacement_timeout=86401|0..86400" "max_io_kib=4100|4..4096" \
+	"max_threads=0|1..4096" "max_threads=4097|1..4096"; do
 	kv=${bad%|*}
 	range=${bad#*|}
 	rc=0
@@ -174,8 +175,8 @@ for bad in "login_timeout=-5|1..3600" "login_timeout=0|1..3600" "queue_depth=0|1
 done
 # Each end of a range is a good value: past the option checks, the mount
 # fails on the mount point that does not exist, not on an option.
-for good in "queue_depth=4096,pool_slices=4096,login_timeout=3600,noop_interval=3600,max_io_kib=4096" \
-	"queue_depth=1,pool_slices=2,login_timeout=1,noop_interval=0,max_io_kib=4,umask=0777" \
+for good in "queue_depth=4096,pool_slices=4096,login_timeout=3600,noop_interval=3600,max_io_kib=4096,max_threads=4096" \
+	"queue_depth=1,pool_slices=2,login_timeout=1,noop_interval=0,max_io_kib=4,umask=0777,max_threads=1" \
 	"replacement_timeout=86400,rescan_interval=86400,cmd_timeout=86400,cache_size=1024G,umask=0"; do
 	rc=0
 	timeout 10 "$iserfuse" -o "$good" iscsi://192.0.2.1/iqn.2026-11.org.example:none "$work/no-such-dir" >"$work/out" 2>&1 || rc=$?
