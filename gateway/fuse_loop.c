@@ -271,8 +271,10 @@ static void readers_stop(struct loop *lp, const sigset_t *mask)
 
 unsigned gw_fuse_loop_base(unsigned max_threads)
 {
+	/* half the CPUs, at least one: the readers share them with the connection's event thread and the
+	 * application (on 2 CPUs a second reader lost 15-40 % at QD32 against one, see design.md) */
 	long ncpu = sysconf(_SC_NPROCESSORS_ONLN);
-	unsigned n = ncpu > 2 ? (unsigned)ncpu : 2;
+	unsigned n = ncpu >= 4 ? (unsigned)(ncpu / 2) : 1;
 	if (max_threads < 1)
 		max_threads = 1;
 	return n < max_threads ? n : max_threads;

@@ -17,8 +17,8 @@
 #define GW_LOOP_SPARE_MS 1000
 
 /*
- * The number of base readers for max_threads: one per online CPU, at
- * least 2, at most max_threads (>= 1).
+ * The number of base readers for max_threads: half the online CPUs, at
+ * least 1, at most max_threads (>= 1).
  */
 unsigned gw_fuse_loop_base(unsigned max_threads);
 
