@@ -61,7 +61,7 @@ const struct gw_opt gw_opts[GW_OPT_COUNT] = {
 	[GW_OPT_UMASK] = {"umask", GW_OPT_OCTAL, "NNN", 077, "077", 0, 0777, 0, 0,
 			  "permission bits to clear (octal; 077: files 0600, directory 0700)"},
 	[GW_OPT_MAX_THREADS] = {"max_threads", GW_OPT_INT, "N", 256, "256", 1, 4096, 0, 0,
-				"most FUSE reader threads: one per CPU (at least 2), and stand-ins\n"
+				"most FUSE reader threads: one per two CPUs (at least 1), and stand-ins\n"
 				"while they all wait for free buffers or command slots (-s: one)"},
 	[GW_OPT_ALLOW_OTHER] = {"allow_other", GW_OPT_FLAG, NULL, 0, "off", 0, 0, 0, 1,
 				"let other users use the mount (needs user_allow_other)"},
