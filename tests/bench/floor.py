@@ -2,8 +2,8 @@
 # SPDX-License-Identifier: MIT
 #
 # The ratio arithmetic of tests/bench/run against the floor: the cells over
-# the null target (tests/nulltarget) and the null FUSE server
-# (tests/nullfuse) in, ratio lines with their goals out.
+# the null target (tests/bench/nulltarget.c) and the null FUSE server
+# (tests/bench/nullfuse.c) in, ratio lines with their goals out.
 #
 #   floor.py CELLS.json [--json OUT.json]
 #
@@ -174,7 +174,7 @@ def main(argv):
         return 2
     with open(argv[1]) as f:
         cells = json.load(f)
-    print("Against the floor: null target (tests/nulltarget) and null FUSE server (tests/nullfuse), best of rounds;")
+    print("Against the floor: null target (tests/bench/nulltarget.c) and null FUSE server (tests/bench/nullfuse.c), best of rounds;")
     print("latency = mean; CPU per I/O = machine-wide user+nice+system+irq+softirq over the cell / I/Os")
     for s in table(cells):
         print(s)
