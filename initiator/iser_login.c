@@ -41,30 +41,30 @@ static int cq_wait(struct iser_conn *c, int64_t deadline)
 	return 0;
 }
 
-int iser_login_send_pdu(struct iscsi_transport *t, const uint8_t *bhs, const void *data, uint32_t dlen,
-			int timeout_ms)
+/* What a login-phase wait waits for: a free send slot, sends completed up to `mark`, a PDU received. */
+static bool send_slot_free(const struct iser_conn *c, uint64_t mark)
 {
-	struct iser_conn *c = (struct iser_conn *)t;
-	struct iscsi_tx_slot s = {.data = data, .dlen = dlen};
-	memcpy(s.bhs, bhs, ISCSI_BHS_LEN);
-	if (dlen > ISER_SEND_COPY)
-		return -EMSGSIZE;
-	int64_t deadline = iscsi_now_ms() + timeout_ms;
-	while (c->tx_head - c->tx_tail >= c->ntx) {
+	(void)mark;
+	return c->tx_head - c->tx_tail < c->ntx;
+}
+
+static bool sends_done(const struct iser_conn *c, uint64_t mark)
+{
+	return c->tx_tail >= mark;
+}
+
+static bool pdu_pending(const struct iser_conn *c, uint64_t mark)
+{
+	(void)mark;
+	return c->npend != 0;
+}
+
+/* Poll the CQ, sleeping on it when empty, until done(c, mark) or deadline.  0, -ETIMEDOUT or -errno. */
+static int poll_until(struct iser_conn *c, bool (*done)(const struct iser_conn *, uint64_t), uint64_t mark,
+		      int64_t deadline)
+{
+	while (!done(c, mark)) {
 		int rc = iser_poll_batch(c, false);
-		if (rc < 0)
-			return rc;
-		if (rc == 0 && iscsi_now_ms() >= deadline)
-			return -ETIMEDOUT;
-		if (rc == 0 && (rc = cq_wait(c, deadline)))
-			return rc;
-	}
-	int rc = iser_post_sends(c, &s, 1);
-	if (rc)
-		return rc;
-	uint64_t mine = c->tx_head;
-	while (c->tx_tail < mine) {
-		rc = iser_poll_batch(c, false);
 		if (rc < 0)
 			return rc;
 		if (rc == 0) {
@@ -77,22 +77,29 @@ int iser_login_send_pdu(struct iscsi_transport *t, const uint8_t *bhs, const voi
 	return 0;
 }
 
+int iser_login_send_pdu(struct iscsi_transport *t, const uint8_t *bhs, const void *data, uint32_t dlen,
+			int timeout_ms)
+{
+	struct iser_conn *c = (struct iser_conn *)t;
+	struct iscsi_tx_slot s = {.data = data, .dlen = dlen};
+	memcpy(s.bhs, bhs, ISCSI_BHS_LEN);
+	if (dlen > ISER_SEND_COPY)
+		return -EMSGSIZE;
+	int64_t deadline = iscsi_now_ms() + timeout_ms;
+	int rc = poll_until(c, send_slot_free, 0, deadline);
+	if (rc || (rc = iser_post_sends(c, &s, 1)))
+		return rc;
+	return poll_until(c, sends_done, c->tx_head, deadline);
+}
+
 int iser_login_recv_pdu(struct iscsi_transport *t, uint8_t *bhs, void *data, uint32_t cap, uint32_t *dlen,
 			int timeout_ms)
 {
 	struct iser_conn *c = (struct iser_conn *)t;
 	int64_t deadline = iscsi_now_ms() + timeout_ms;
-	while (!c->npend) {
-		int rc = iser_poll_batch(c, false);
-		if (rc < 0)
-			return rc;
-		if (rc == 0) {
-			if (iscsi_now_ms() >= deadline)
-				return -ETIMEDOUT;
-			if ((rc = cq_wait(c, deadline)))
-				return rc;
-		}
-	}
+	int rc = poll_until(c, pdu_pending, 0, deadline);
+	if (rc)
+		return rc;
 	unsigned idx = c->pend_idx[0];
 	uint32_t len = c->pend_len[0];
 	c->npend--;
@@ -100,7 +107,7 @@ int iser_login_recv_pdu(struct iscsi_transport *t, uint8_t *bhs, void *data, uin
 	memmove(c->pend_len, c->pend_len + 1, c->npend * sizeof(c->pend_len[0]));
 	uint8_t *b, *d;
 	uint32_t dl;
-	int rc = iser_parse_msg(c, idx, len, &b, &d, &dl);
+	rc = iser_parse_msg(c, idx, len, &b, &d, &dl);
 	if (!rc && dl > cap)
 		rc = -EPROTO;
 	if (!rc) {

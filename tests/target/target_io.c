@@ -147,6 +147,22 @@ static int open_session(const char *text, struct iscsi_url *u, struct iscsi_sess
 	return rc;
 }
 
+/* A pool of nslices, the probe of u's LUN and its block device on s.  0, or 1 after a line on stderr. */
+static int open_lun(struct iscsi_session *s, const struct iscsi_url *u, unsigned nslices, struct buf_pool **pool,
+		    struct iscsi_lun_info *info, struct blk_dev *d)
+{
+	if (buf_pool_create(pool, MAX_IO + 4 * 4096, nslices))
+		return 1;
+	void *scratch = buf_pool_get(*pool, NULL);
+	int rc = iscsi_lun_probe(s, (uint16_t)u->lun, scratch, MAX_IO, info);
+	buf_pool_put(*pool, scratch);
+	if (rc || blk_dev_init(d, s, *pool, info, MAX_IO)) {
+		fprintf(stderr, "probe failed: %s\n", strerror(-rc));
+		return 1;
+	}
+	return 0;
+}
+
 static int cmd_info(const char *text)
 {
 	struct iscsi_url u;
@@ -238,15 +254,9 @@ static int cmd_verify(const char *text, const char *backing, const char *seed)
 		fprintf(stderr, "verify needs a URL with /lun\n");
 		return 1;
 	}
-	if (buf_pool_create(&pool, MAX_IO + 4 * 4096, 48))
+	if (open_lun(s, &u, 48, &pool, &info, &d))
 		return 1;
-	void *scratch = buf_pool_get(pool, NULL);
-	int rc = iscsi_lun_probe(s, (uint16_t)u.lun, scratch, MAX_IO, &info);
-	buf_pool_put(pool, scratch);
-	if (rc || blk_dev_init(&d, s, pool, &info, MAX_IO)) {
-		fprintf(stderr, "probe failed: %s\n", strerror(-rc));
-		return 1;
-	}
+	int rc;
 	int fd = open(backing, O_RDWR);
 	if (fd < 0) {
 		perror(backing);
@@ -351,15 +361,9 @@ static int cmd_qd1(const char *text, const char *count)
 		fprintf(stderr, "qd1 needs a URL with /lun and a COUNT > 0\n");
 		return 1;
 	}
-	if (buf_pool_create(&pool, MAX_IO + 4 * 4096, 8))
+	if (open_lun(s, &u, 8, &pool, &info, &d))
 		return 1;
-	void *scratch = buf_pool_get(pool, NULL);
-	int rc = iscsi_lun_probe(s, (uint16_t)u.lun, scratch, MAX_IO, &info);
-	buf_pool_put(pool, scratch);
-	if (rc || blk_dev_init(&d, s, pool, &info, MAX_IO)) {
-		fprintf(stderr, "probe failed: %s\n", strerror(-rc));
-		return 1;
-	}
+	int rc = 0;
 	uint32_t bs = info.cap.block_size;
 	uint64_t span = blk_dev_size(&d) / bs;
 	struct iscsi_session_stats a, b;
