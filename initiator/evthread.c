@@ -45,7 +45,15 @@ int iscsi_evthread_drain(struct iscsi_evthread *e)
 	uint64_t v;
 	if (read(e->fd, &v, sizeof(v)) < 0 && errno != EAGAIN)
 		return -errno;
-	return 0;
+	return atomic_load(&e->abort) ? -ENETDOWN : 0;
+}
+
+void iscsi_evthread_abort(struct iscsi_evthread *e, const char *peer)
+{
+	if (!e->started || atomic_exchange(&e->abort, true))
+		return;
+	atomic_store(&e->kicked, false);
+	iscsi_evthread_kick(e, peer);
 }
 
 void iscsi_evthread_stop(struct iscsi_evthread *e, const char *peer)

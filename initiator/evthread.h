@@ -17,6 +17,7 @@ struct iscsi_evthread {
 	int fd;                 /* eventfd; -1 until started */
 	atomic_bool kicked;     /* a wake-up is pending */
 	atomic_bool stop;       /* the thread is to end */
+	atomic_bool abort;      /* the connection is to be failed (iscsi_evthread_abort) */
 	atomic_bool sleeping;   /* the thread is in poll (set by iscsi_evthread_sleep/woke) */
 	_Atomic uint64_t wakeups; /* polls that returned something to do (relaxed) */
 	bool started;
@@ -52,8 +53,19 @@ static inline uint64_t iscsi_evthread_wakeups(struct iscsi_evthread *e)
 	return atomic_load_explicit(&e->wakeups, memory_order_relaxed);
 }
 
-/* On the event thread, after poll saw e->fd readable: consume the wake-ups.  0 or a negative errno. */
+/*
+ * On the event thread, after poll saw e->fd readable: consume the
+ * wake-ups.  0, -ENETDOWN once iscsi_evthread_abort was called (the
+ * transport then drops the connection as lost), or another negative errno.
+ */
 int iscsi_evthread_drain(struct iscsi_evthread *e);
+
+/*
+ * Fail the connection as if it were lost (a link went down under it):
+ * the event thread's next drain returns -ENETDOWN and the transport calls
+ * conn_lost with it.  Any thread; idempotent; no-op before start.
+ */
+void iscsi_evthread_abort(struct iscsi_evthread *e, const char *peer);
 
 /* Set stop, wake the thread and join it (detach when called from it).  Idempotent. */
 void iscsi_evthread_stop(struct iscsi_evthread *e, const char *peer);

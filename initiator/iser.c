@@ -151,6 +151,12 @@ static void iser_kick(struct iscsi_transport *t)
 	iscsi_evthread_kick(&c->ev, c->peer);
 }
 
+static void iser_abort(struct iscsi_transport *t)
+{
+	struct iser_conn *c = (struct iser_conn *)t;
+	iscsi_evthread_abort(&c->ev, c->peer);
+}
+
 static void iser_shutdown(struct iscsi_transport *t)
 {
 	struct iser_conn *c = (struct iser_conn *)t;
@@ -173,6 +179,7 @@ const struct iscsi_transport_ops iscsi_iser_transport = {
 	.recv_pdu = iser_login_recv_pdu,
 	.start = iser_start,
 	.kick = iser_kick,
+	.abort = iser_abort,
 	.shutdown = iser_shutdown,
 	.destroy = iser_destroy,
 };

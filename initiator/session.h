@@ -94,6 +94,15 @@ struct iscsi_session_config {
 	 * fails); the caller wipes cfg.
 	 */
 	struct iscsi_chap_creds chap;
+	/*
+	 * The session went down (up == false: the connection was lost) or is
+	 * up again (reinstated, commands accepted): for a multipath layer.
+	 * Called with the session's lock held, on the dying connection's event
+	 * thread or the recovery thread: it must only note the change (take a
+	 * lock of its own, signal) and never call into this session.  NULL: none.
+	 */
+	void (*on_path_state)(void *arg, bool up);
+	void *path_state_arg;
 };
 
 /*
@@ -174,6 +183,40 @@ int iscsi_session_drain(struct iscsi_session *s, int timeout_ms);
  * -ECONNABORTED.
  */
 void iscsi_session_close(struct iscsi_session *s, int timeout_ms);
+
+/* ---- controls for a multipath layer (session_path.c) ---- */
+
+/*
+ * Fail the connection now, as if it were lost, because the path under it
+ * went away (a link down, the route gone: the transport's abort op): the
+ * session recovers as after any loss.  reason (a static string) names it
+ * in the loss line.  No-op when the session is not up.  Any thread but
+ * the event thread's callbacks.
+ */
+void iscsi_session_drop(struct iscsi_session *s, const char *reason);
+
+/*
+ * A recovery waiting out its reconnect back-off tries again at once (the
+ * route to the portal came back).  No-op when the session is up.  Any thread.
+ */
+void iscsi_session_retry_now(struct iscsi_session *s);
+
+/*
+ * From now on commands pending ms after a loss fail (-ETIMEDOUT) and new
+ * ones are refused (-ENOTCONN) until the session is back: 0 hands them
+ * back at once, for a multipath layer to re-issue on another path.  Any
+ * thread; applies to a loss in progress too.
+ */
+void iscsi_session_set_replacement_timeout(struct iscsi_session *s, int ms);
+
+/*
+ * Whether this thread is running a completion callback of some session
+ * now (a submission from it never waits for a slot).  Any thread.
+ */
+bool iscsi_session_in_callback(void);
+
+/* Whether the session takes commands now (logged in, not down, not closing).  Any thread. */
+bool iscsi_session_up(struct iscsi_session *s);
 
 /* Map a completion to a negative errno (0 for GOOD): transport error, or scsi_status_to_errno. */
 int iscsi_cmd_result_errno(const struct iscsi_cmd_result *r);

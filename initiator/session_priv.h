@@ -133,6 +133,7 @@ struct iscsi_session {
 	int64_t stop_by_ms;         /* iscsi_session_stopping: the replacement deadline is no later (0: none) */
 	int64_t attempt_deadline_ms; /* the recovery thread's connect and login end by then (0: none running) */
 	bool fail_fast;             /* down for longer than replacement_timeout_ms */
+	bool retry_now;             /* iscsi_session_retry_now: the back-off wait ends at once */
 	int64_t lost_ms;            /* when the connection was lost (0: up) */
 	int lost_err;               /* why */
 	const char *lost_reason;    /* or this (drop_reason at the loss), when set */

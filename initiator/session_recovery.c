@@ -67,6 +67,8 @@ static void lose_connection(struct iscsi_session *s, int err)
 {
 	s->state = SS_DOWN;
 	s->event_thread_known = false;
+	if (s->cfg.on_path_state)
+		s->cfg.on_path_state(s->cfg.path_state_arg, false);
 	if (!s->lost_ms) {
 		s->lost_ms = clk_now_ms();
 		s->lost_err = err;
@@ -196,6 +198,11 @@ static void check_replacement(struct iscsi_session *s, int64_t now)
 	pthread_cond_broadcast(&s->slot_cv);
 	pthread_cond_broadcast(&s->state_cv);
 	unsigned n = sess_complete_tasks(s, sess_pick_any, -ETIMEDOUT);
+	if (s->cfg.replacement_timeout_ms == 0 && !s->stop_by_ms) { /* a multipath layer re-issues them */
+		log_info("session to " ISCSI_HOSTPORT_FMT " down (%s): %u commands handed back",
+			 ISCSI_HOSTPORT_ARGS(s->cfg.host, s->cfg.port), loss_what(s), n);
+		return;
+	}
 	log_err("session to " ISCSI_HOSTPORT_FMT " down for %lld ms (%s), replacement timeout: %u commands failed; "
 		"new I/O fails until the target is back",
 		ISCSI_HOSTPORT_ARGS(s->cfg.host, s->cfg.port), (long long)(now - s->lost_ms), loss_what(s), n);
@@ -207,8 +214,10 @@ static void recovery_wait(struct iscsi_session *s, int64_t until)
 	for (;;) {
 		int64_t now = clk_now_ms();
 		check_replacement(s, now);
-		if (s->closing || now >= until)
+		if (s->closing || now >= until || s->retry_now) {
+			s->retry_now = false;
 			return;
+		}
 		int64_t wake = until;
 		if (!s->fail_fast && replacement_deadline(s) < wake)
 			wake = replacement_deadline(s);
@@ -324,6 +333,8 @@ static void recover(struct iscsi_session *s)
 	s->lost_ms = 0;
 	pthread_cond_broadcast(&s->slot_cv);
 	s->t->ops->kick(s->t);
+	if (s->cfg.on_path_state)
+		s->cfg.on_path_state(s->cfg.path_state_arg, true);
 }
 
 /*

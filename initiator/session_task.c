@@ -163,6 +163,8 @@ static _Thread_local int in_callback;
 /* Whether this thread runs a completion callback now. */
 bool sess_in_callback(void) { return in_callback > 0; }
 
+bool iscsi_session_in_callback(void) { return in_callback > 0; }
+
 /* Run a completion taken by sess_task_finish; lock NOT held. */
 void sess_run_completion(struct completion *c)
 {

@@ -647,6 +647,12 @@ static void tcp_kick(struct iscsi_transport *t)
 	iscsi_evthread_kick(&c->ev, c->peer);
 }
 
+static void tcp_abort(struct iscsi_transport *t)
+{
+	struct tcp_conn *c = (struct tcp_conn *)t;
+	iscsi_evthread_abort(&c->ev, c->peer);
+}
+
 static void tcp_shutdown(struct iscsi_transport *t)
 {
 	struct tcp_conn *c = (struct tcp_conn *)t;
@@ -687,6 +693,7 @@ const struct iscsi_transport_ops iscsi_tcp_transport = {
 	.start = tcp_start,
 	.kick = tcp_kick,
 	.try_send = tcp_try_send,
+	.abort = tcp_abort,
 	.shutdown = tcp_shutdown,
 	.destroy = tcp_destroy,
 	.payload_copied = tcp_payload_copied,

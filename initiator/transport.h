@@ -161,6 +161,13 @@ struct iscsi_transport_ops {
 	 * for direct senders before destroy).
 	 */
 	int (*try_send)(struct iscsi_transport *t, unsigned in_flight);
+	/*
+	 * Fail the connection now, as if it were lost (a link or route under it
+	 * went away): the event thread calls conn_lost(-ENETDOWN) soon after.
+	 * Any thread; idempotent; the transport stays valid (the session
+	 * reaps it as after any loss).
+	 */
+	void (*abort)(struct iscsi_transport *t);
 	/* Stop the event thread (joins it unless called from it) and close the connection. */
 	void (*shutdown)(struct iscsi_transport *t);
 	/* Free everything (after shutdown). */

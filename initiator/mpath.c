@@ -1,0 +1,436 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * Multipath (mpath.h): the path table, submission through the best usable
+ * path, the re-issue of commands a path handed back, and the hold queue
+ * for when no path is usable.  The mpath's thread (mpath_thread.c) checks
+ * reconnected paths, re-issues held commands and fails them at the
+ * deadline.
+ */
+#include "mpath_priv.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "clock.h"
+#include "log.h"
+
+/* ALUA states (SPC-4 §6.36, REPORT TARGET PORT GROUPS) as far as path choice needs them. */
+int mp_alua_rank(int state)
+{
+	switch (state) {
+	case 0:               /* active/optimized */
+	case MP_ALUA_NONE:    /* no ALUA: every path is as good */
+		return 0;
+	case 1:               /* active/non-optimized */
+	case 4:               /* LBA dependent */
+		return 1;
+	default:              /* standby, unavailable, offline, transitioning: no commands */
+		return MP_RANK_UNUSABLE;
+	}
+}
+
+bool mp_usable(const struct mpath_path *p)
+{
+	return p->state == MP_SLOT_READY && p->sess_up && p->checked && mp_alua_rank(p->alua) < MP_RANK_UNUSABLE;
+}
+
+/* Keep nopath_since right after path states changed.  Lock held. */
+void mp_note_paths(struct mpath *m)
+{
+	bool any = false;
+	for (size_t i = 0; i < m->npaths && !any; i++)
+		any = mp_usable(&m->paths[i]);
+	if (any) {
+		m->nopath_since = 0;
+		m->nopath_failing = false;
+	} else if (!m->nopath_since && m->attached) {
+		m->nopath_since = clk_now_ms();
+	}
+}
+
+/* The path the next command takes (ALUA's best group, then the selector), or NULL.  Lock held. */
+static struct mpath_path *pick(struct mpath *m)
+{
+	int best = MP_RANK_UNUSABLE;
+	for (size_t i = 0; i < m->npaths; i++)
+		if (mp_usable(&m->paths[i]) && mp_alua_rank(m->paths[i].alua) < best)
+			best = mp_alua_rank(m->paths[i].alua);
+	if (best == MP_RANK_UNUSABLE)
+		return NULL;
+	struct path_sel_path snap[MPATH_MAX_PATHS];
+	for (size_t i = 0; i < m->npaths; i++) {
+		const struct mpath_path *p = &m->paths[i];
+		snap[i].usable = mp_usable(p) && mp_alua_rank(p->alua) == best;
+		snap[i].outstanding = p->outstanding;
+	}
+	int i = path_select(&m->sel, snap, m->npaths);
+	return i < 0 ? NULL : &m->paths[i];
+}
+
+/* Put c on the hold queue (no usable path now); the mpath's thread takes it from there.  Lock held. */
+void mp_hold(struct mpath *m, struct mp_cmd *c)
+{
+	c->next = NULL;
+	if (m->held_tail)
+		m->held_tail->next = c;
+	else
+		m->held_head = c;
+	m->held_tail = c;
+	m->nheld++;
+	pthread_cond_signal(&m->thread_cv);
+}
+
+/* Give c back to the free list.  Lock held. */
+static void ctx_put(struct mpath *m, struct mp_cmd *c)
+{
+	if (c->worker) {
+		m->worker_out--;
+		pthread_cond_signal(&m->slot_cv);
+	}
+	m->total_out--;
+	if (!m->total_out)
+		pthread_cond_broadcast(&m->drain_cv);
+	c->next = m->free;
+	m->free = c;
+}
+
+void mp_complete(struct mpath *m, struct mp_cmd *c, const struct iscsi_cmd_result *res)
+{
+	iscsi_cmd_cb cb = c->cb;
+	void *arg = c->arg;
+	pthread_mutex_lock(&m->lock);
+	ctx_put(m, c);
+	pthread_mutex_unlock(&m->lock);
+	cb(arg, res);
+}
+
+void mp_fail(struct mpath *m, struct mp_cmd *c, int err)
+{
+	struct iscsi_cmd_result res = {.err = err};
+	mp_complete(m, c, &res);
+}
+
+static void mp_done(void *arg, const struct iscsi_cmd_result *res);
+
+/*
+ * Send c down the best usable path, or hold it.  Returns 0 (c's callback
+ * will run), or the session's error other than -ENOTCONN (-EINVAL,
+ * -EAGAIN); c is then still the caller's.  Lock NOT held.
+ */
+int mp_dispatch(struct mpath *m, struct mp_cmd *c)
+{
+	for (;;) {
+		pthread_mutex_lock(&m->lock);
+		struct mpath_path *p = m->closing ? NULL : pick(m);
+		if (!p) {
+			mp_hold(m, c);
+			pthread_mutex_unlock(&m->lock);
+			return 0;
+		}
+		p->outstanding++;
+		c->path = p;
+		struct iscsi_session *s = p->s;
+		pthread_mutex_unlock(&m->lock);
+		struct iscsi_cmd cmd = c->cmd;
+		cmd.cb = mp_done;
+		cmd.arg = c;
+		c->sent_us = clk_now_us();
+		int rc = iscsi_session_submit(s, &cmd);
+		if (rc == 0)
+			return 0;
+		pthread_mutex_lock(&m->lock);
+		p->outstanding--;
+		if (rc == -ENOTCONN) { /* down or refusing: its hook says when it is back */
+			p->sess_up = false;
+			mp_note_paths(m);
+		}
+		pthread_mutex_unlock(&m->lock);
+		if (rc != -ENOTCONN)
+			return rc;
+	}
+}
+
+/* What a completion means for the path it came back on. */
+enum mp_verdict {
+	MP_DELIVER,       /* the command's own result: to the caller */
+	MP_PATH_LOST,     /* handed back by a lost path: re-issue elsewhere */
+	MP_PATH_STATE,    /* ALUA: this path cannot do it now (standby, unavailable, transitioning) */
+	MP_STATES_CHANGED /* ALUA states changed (UNIT ATTENTION): re-read them, re-issue */
+};
+
+static enum mp_verdict judge(const struct iscsi_cmd_result *res, int *alua_state)
+{
+	switch (res->err) {
+	case 0:
+		break;
+	case -ETIMEDOUT:   /* handed back at the loss (replacement timeout 0) */
+	case -ECONNRESET:
+	case -ENOTCONN:
+	case -ENETDOWN:
+		return MP_PATH_LOST;
+	default:
+		return MP_DELIVER;
+	}
+	if (res->status != 0x02 || !res->has_sense) /* CHECK CONDITION */
+		return MP_DELIVER;
+	const struct scsi_sense *s = &res->sense;
+	if (s->key == SCSI_SK_NOT_READY && s->asc == 0x04) {
+		switch (s->ascq) {
+		case 0x0a: *alua_state = 0x0f; return MP_PATH_STATE; /* asymmetric access state transition */
+		case 0x0b: *alua_state = 0x02; return MP_PATH_STATE; /* target port in standby state */
+		case 0x0c: *alua_state = 0x03; return MP_PATH_STATE; /* target port in unavailable state */
+		}
+	}
+	if (s->key == SCSI_SK_UNIT_ATTENTION && s->asc == 0x2a && (s->ascq == 0x06 || s->ascq == 0x07))
+		return MP_STATES_CHANGED; /* asymmetric access state changed / implicit transition failed */
+	return MP_DELIVER;
+}
+
+/* Completion of c on its path (event or recovery thread, in a session callback). */
+static void mp_done(void *arg, const struct iscsi_cmd_result *res)
+{
+	struct mp_cmd *c = arg;
+	struct mpath *m = c->m;
+	struct mpath_path *p = c->path;
+	int alua = -1;
+	enum mp_verdict v = judge(res, &alua);
+	pthread_mutex_lock(&m->lock);
+	p->outstanding--;
+	p->commands++;
+	bool again = v != MP_DELIVER && m->multi && !m->closing && c->tries < MP_TRIES_MAX;
+	if (v != MP_DELIVER)
+		p->errors++;
+	if (again) {
+		c->tries++;
+		if (v == MP_PATH_STATE) {
+			p->alua = alua;
+			p->recheck = true;
+		} else if (v == MP_STATES_CHANGED) {
+			for (size_t i = 0; i < m->npaths; i++)
+				m->paths[i].recheck = true;
+		}
+		if (v != MP_STATES_CHANGED) {
+			p->failovers++;
+			p->moved++;
+			m->failovers++;
+			int64_t stall = clk_now_us() - c->first_us;
+			if (stall > p->moved_stall_us)
+				p->moved_stall_us = stall;
+		}
+		mp_note_paths(m);
+		pthread_cond_signal(&m->thread_cv);
+	}
+	pthread_mutex_unlock(&m->lock);
+	if (!again) {
+		mp_complete(m, c, res);
+		return;
+	}
+	int rc = mp_dispatch(m, c);
+	if (rc == -EAGAIN) {
+		pthread_mutex_lock(&m->lock);
+		mp_hold(m, c);
+		pthread_mutex_unlock(&m->lock);
+	} else if (rc) {
+		mp_fail(m, c, rc);
+	}
+}
+
+int mpath_submit(struct mpath *m, const struct iscsi_cmd *cmd)
+{
+	if (cmd->cdb_len == 0 || cmd->cdb_len > SCSI_CDB_MAX || (cmd->len && !cmd->buf) || !cmd->cb)
+		return -EINVAL;
+	bool worker = !iscsi_session_in_callback();
+	pthread_mutex_lock(&m->lock);
+	while (worker && !m->closing && m->worker_out >= m->cfg.queue_depth)
+		pthread_cond_wait(&m->slot_cv, &m->lock);
+	if (m->closing || m->nopath_failing) {
+		pthread_mutex_unlock(&m->lock);
+		return -ENOTCONN;
+	}
+	struct mp_cmd *c = m->free;
+	if (!c) {
+		pthread_mutex_unlock(&m->lock);
+		return -EAGAIN;
+	}
+	m->free = c->next;
+	m->total_out++;
+	c->worker = worker;
+	if (worker)
+		m->worker_out++;
+	pthread_mutex_unlock(&m->lock);
+	c->cmd = *cmd;
+	c->cb = cmd->cb;
+	c->arg = cmd->arg;
+	c->tries = 0;
+	c->path = NULL;
+	c->first_us = clk_now_us();
+	int rc = mp_dispatch(m, c);
+	if (rc) {
+		pthread_mutex_lock(&m->lock);
+		ctx_put(m, c);
+		pthread_mutex_unlock(&m->lock);
+	}
+	return rc;
+}
+
+uint32_t mpath_max_cmd_bytes(const struct mpath *m)
+{
+	return atomic_load_explicit(&m->max_cmd_bytes, memory_order_relaxed);
+}
+
+struct iscsi_session *mpath_ctl_session(struct mpath *m)
+{
+	pthread_mutex_lock(&m->lock);
+	struct iscsi_session *s = NULL;
+	for (size_t i = 0; i < m->npaths && !s; i++)
+		if (mp_usable(&m->paths[i]))
+			s = m->paths[i].s;
+	for (size_t i = 0; i < m->npaths && !s; i++)
+		if (m->paths[i].state == MP_SLOT_READY)
+			s = m->paths[i].s;
+	pthread_mutex_unlock(&m->lock);
+	return s;
+}
+
+int mpath_create(const struct mpath_config *cfg, struct mpath **out)
+{
+	if (!cfg->queue_depth || cfg->queue_depth > 4096)
+		return -EINVAL;
+	struct mpath *m = calloc(1, sizeof(*m));
+	if (!m)
+		return -ENOMEM;
+	m->cfg = *cfg;
+	m->nctx = 2 * cfg->queue_depth + 8; /* as a session's tasks: callbacks may chain more */
+	m->ctx = calloc(m->nctx, sizeof(*m->ctx));
+	if (!m->ctx) {
+		free(m);
+		return -ENOMEM;
+	}
+	for (size_t i = 0; i < m->nctx; i++) {
+		m->ctx[i].m = m;
+		m->ctx[i].next = i + 1 < m->nctx ? &m->ctx[i + 1] : NULL;
+	}
+	m->free = &m->ctx[0];
+	path_sel_init(&m->sel, cfg->policy);
+	pthread_mutex_init(&m->lock, NULL);
+	clk_cond_init(&m->slot_cv);
+	clk_cond_init(&m->drain_cv);
+	clk_cond_init(&m->thread_cv);
+	int rc = mp_thread_start(m);
+	if (rc) {
+		free(m->ctx);
+		free(m);
+		return rc;
+	}
+	*out = m;
+	return 0;
+}
+
+struct mpath_path *mpath_path_new(struct mpath *m, const char *host, unsigned port)
+{
+	pthread_mutex_lock(&m->lock);
+	struct mpath_path *p = NULL;
+	if (m->npaths < MPATH_MAX_PATHS) {
+		p = &m->paths[m->npaths];
+		memset(p, 0, sizeof(*p));
+		p->m = m;
+		p->index = m->npaths++;
+		snprintf(p->host, sizeof(p->host), "%s", host);
+		p->port = port;
+		p->state = MP_SLOT_OPENING;
+		p->alua = MP_ALUA_NONE;
+		p->transport = "tcp";
+	}
+	pthread_mutex_unlock(&m->lock);
+	return p;
+}
+
+void mpath_path_discard(struct mpath_path *p)
+{
+	pthread_mutex_lock(&p->m->lock);
+	p->state = MP_SLOT_FREE;
+	pthread_mutex_unlock(&p->m->lock);
+}
+
+void mpath_path_state_hook(void *arg, bool up)
+{
+	struct mpath_path *p = arg;
+	struct mpath *m = p->m;
+	pthread_mutex_lock(&m->lock);
+	p->sess_up = up;
+	if (up) {
+		p->checked = false; /* checked again before it carries I/O: it may lead elsewhere now */
+	} else if (!p->down_ms) {
+		p->down_ms = clk_now_ms();
+		p->moved = 0;
+		p->moved_stall_us = 0;
+		p->down_logged = false;
+	}
+	mp_note_paths(m);
+	pthread_cond_signal(&m->thread_cv);
+	pthread_mutex_unlock(&m->lock);
+}
+
+int mpath_path_attach(struct mpath_path *p, struct iscsi_session *s, const char *transport)
+{
+	struct mpath *m = p->m;
+	uint32_t max = iscsi_session_max_cmd_bytes(s);
+	pthread_mutex_lock(&m->lock);
+	p->s = s;
+	p->transport = transport;
+	p->state = MP_SLOT_CHECKING; /* not used, not offered for control commands, until checked */
+	uint32_t cur = atomic_load_explicit(&m->max_cmd_bytes, memory_order_relaxed);
+	bool too_small = m->attached && max && (!cur || max < cur);
+	pthread_mutex_unlock(&m->lock);
+	char why[256] = "";
+	int alua = MP_ALUA_NONE;
+	int rc = 0;
+	if (too_small) {
+		snprintf(why, sizeof(why), "its transport (%s) moves at most %u bytes per command, the mount's I/O needs more",
+			 transport, max);
+		rc = -ENODEV;
+	} else if (m->cfg.check_path) {
+		rc = m->cfg.check_path(m->cfg.check_arg, s, &alua, why, sizeof(why));
+	}
+	if (rc == -ENODEV) {
+		log_err("path " ISCSI_HOSTPORT_FMT " refused: %s", ISCSI_HOSTPORT_ARGS(p->host, p->port), why);
+		pthread_mutex_lock(&m->lock);
+		p->state = MP_SLOT_REFUSED;
+		p->s = NULL;
+		m->refused++;
+		pthread_mutex_unlock(&m->lock);
+		iscsi_session_close(s, 2000);
+		return rc;
+	}
+	pthread_mutex_lock(&m->lock);
+	if (!m->attached)
+		atomic_store_explicit(&m->max_cmd_bytes, max, memory_order_relaxed);
+	p->state = MP_SLOT_READY;
+	p->sess_up = iscsi_session_up(s);
+	p->checked = rc == 0;
+	p->alua = alua;
+	m->attached++;
+	bool multi = m->attached >= 2;
+	m->multi = multi;
+	size_t n = 0;
+	struct iscsi_session *ss[MPATH_MAX_PATHS];
+	for (size_t i = 0; multi && i < m->npaths; i++)
+		if (m->paths[i].state == MP_SLOT_READY)
+			ss[n++] = m->paths[i].s;
+	mp_note_paths(m);
+	pthread_cond_signal(&m->thread_cv);
+	size_t attached = m->attached;
+	pthread_mutex_unlock(&m->lock);
+	/* Two paths or more: a lost path hands its commands back at once, to be re-issued on another. */
+	for (size_t i = 0; i < n; i++)
+		iscsi_session_set_replacement_timeout(ss[i], 0);
+	if (rc)
+		log_warn("path " ISCSI_HOSTPORT_FMT ": not usable yet (%s): checked again later",
+			 ISCSI_HOSTPORT_ARGS(p->host, p->port), why[0] ? why : strerror(-rc));
+	else if (p->index > 0)
+		log_info("path " ISCSI_HOSTPORT_FMT " (%s, ALUA %s) added: %zu paths", ISCSI_HOSTPORT_ARGS(p->host, p->port),
+			 transport, mp_alua_name(alua), attached);
+	return rc;
+}
