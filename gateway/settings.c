@@ -162,13 +162,19 @@ static int opt_proc(void *data, const char *arg, int key, struct fuse_args *outa
 		o->ro_off = false;
 	if (t->kind == GW_OPT_FLAG)
 		return t->to_fuse; /* ro: the kernel mount is read-only too; allow_other is libfuse's */
+	char err[256];
+	if (t->kind == GW_OPT_STR && gw_mpath_opt(o, id, val, err, sizeof(err))) {
+		fprintf(stderr, "iserfuse: %s%s%s\n", opt_origin ? opt_origin : "", opt_origin ? ": " : "", err);
+		return -1;
+	}
+	if (id == GW_OPT_PORTAL)
+		return 0; /* repeatable: each one was added to o->portals */
 	if (t->kind == GW_OPT_STR) {
 		/* a later one replaces an earlier one (the configuration file's come first) */
 		free(o->str[id]);
 		o->str[id] = strdup(val);
 		return o->str[id] ? 0 : -1;
 	}
-	char err[256];
 	if (gw_opt_parse_num(id, val, &o->num[id], err, sizeof(err))) {
 		fprintf(stderr, "iserfuse: %s%s%s\n", opt_origin ? opt_origin : "", opt_origin ? ": " : "", err);
 		return -1;
@@ -249,6 +255,10 @@ static int apply_config(struct gw_settings *o, struct fuse_args *args, struct gw
 			o->ro_off = c.ro_off;
 		if (i < GW_OPT_NUMERIC_COUNT)
 			o->num[i] = c.num[i];
+		if (i == GW_OPT_PORTAL) { /* the file's portals, unless the command line gave some */
+			memcpy(o->portals, c.portals, sizeof(o->portals));
+			o->nportals = c.nportals;
+		}
 		o->str[i] = c.str[i];
 		c.str[i] = NULL;
 	}
@@ -311,7 +321,7 @@ int gw_settings_parse(struct gw_settings *o, struct fuse_args *args)
 int gw_settings_load(struct gw_settings *o, struct fuse_args *args, struct gw_config *conf)
 {
 	char nerr[160];
-	if (apply_config(o, args, conf))
+	if (apply_config(o, args, conf) || gw_mpath_settle(o))
 		return -1;
 	if (o->str[GW_OPT_LOG_LEVEL] && set_log_level(o->str[GW_OPT_LOG_LEVEL]))
 		return -1;

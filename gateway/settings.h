@@ -13,10 +13,20 @@
 #include <stdbool.h>
 #include <stdio.h>
 
+#include "../initiator/path_select.h"
 #include "../initiator/text.h"
 #include "../initiator/url.h"
 #include "config.h"
 #include "options.h"
+
+/* Most -o portal= a mount takes (the URL's portal not counted). */
+#define GW_PORTALS_MAX 8
+
+/* One -o portal=HOST[:PORT]. */
+struct gw_portal {
+	char host[ISCSI_URL_HOST_MAX]; /* a name or an address, IPv6 without brackets */
+	unsigned port;                 /* 1..65535, 3260 when not given */
+};
 
 struct gw_settings {
 	char *url;                          /* the URL (or section name) as given, owned; may hold a password */
@@ -27,6 +37,8 @@ struct gw_settings {
 	int show_help, show_version;
 	int list; /* --list: discovery, no mount */
 	bool ro_off; /* the last of ro and rw was rw (given[GW_OPT_RO] is set by either) */
+	struct gw_portal portals[GW_PORTALS_MAX]; /* -o portal=, in the order given, no duplicates */
+	size_t nportals;
 };
 
 /*
@@ -61,6 +73,36 @@ bool gw_settings_ro(const struct gw_settings *o);
  * which win.  Returns 0, or -1 after printing why.
  */
 int gw_settings_digests(struct iscsi_neg_config *neg, const struct iscsi_url *url, const struct gw_settings *o);
+
+/*
+ * The -o portal= portals, in the order given (the command line's, else the
+ * configuration file's), none twice and none the URL's own portal, into
+ * *out (owned by o, valid while o is).  Returns how many (0..GW_PORTALS_MAX).
+ */
+size_t gw_settings_portals(const struct gw_settings *o, const struct gw_portal **out);
+
+/* -o multipath= in effect: true unless multipath=off. */
+bool gw_settings_multipath(const struct gw_settings *o);
+
+/* -o path_selector= in effect (PATH_SEL_LEAST_OUTSTANDING unless given). */
+enum path_sel_policy gw_settings_path_sel(const struct gw_settings *o);
+
+/*
+ * For the option parser (settings.c): check `val`, the value of string
+ * option `id` as fuse_opt found it.  portal= is parsed (iscsi_hostport_parse)
+ * and added to o->portals unless it is there already; multipath= must be
+ * on or off, path_selector= a word path_sel_parse takes; other ids pass.
+ * Returns 0, or -EINVAL (-E2BIG: a ninth portal) with one line in err (cap
+ * bytes): "bad option 'KEY=VAL': why".
+ */
+int gw_mpath_opt(struct gw_settings *o, enum gw_opt_id id, const char *val, char *err, size_t cap);
+
+/*
+ * For gw_settings_load, once the command line and the configuration file
+ * are merged: portal= needs multipath=on, and a portal that is the URL's
+ * own is dropped.  Returns 0, or -1 after printing one line.
+ */
+int gw_mpath_settle(struct gw_settings *o);
 
 /* --help: our usage and options to stdout, then libfuse's less the ones the table shows. */
 void gw_settings_help(void);

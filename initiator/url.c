@@ -482,6 +482,30 @@ int iscsi_url_parse(const char *text, bool need_target, struct iscsi_url *out, c
 	return rc;
 }
 
+int iscsi_hostport_parse(const char *text, char *host, unsigned *port, char *err, size_t err_cap)
+{
+	struct ctx c = { err, err_cap, true }; /* a portal holds no secret: quoting is safe */
+	struct iscsi_url u;
+
+	if (err != NULL && err_cap > 0)
+		err[0] = '\0';
+	if (text == NULL || host == NULL || port == NULL)
+		return fail(&c, "no portal");
+	for (const char *p = text; *p; p++) {
+		unsigned char ch = (unsigned char)*p;
+		if (ch <= 0x20 || ch == 0x7f)
+			return fail(&c, "portal contains whitespace or control characters");
+		if (ch == '@' || ch == '/' || ch == '?')
+			return fail(&c, "host[:port] or [v6-address][:port] expected");
+	}
+	memset(&u, 0, sizeof(u));
+	if (parse_hostport(&c, (struct span){ text, strlen(text) }, &u))
+		return -EINVAL;
+	memcpy(host, u.host, sizeof(u.host));
+	*port = u.port;
+	return 0;
+}
+
 void iscsi_url_wipe(struct iscsi_url *u)
 {
 	if (u == NULL)

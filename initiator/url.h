@@ -52,6 +52,15 @@ int iscsi_url_parse(const char *text, bool need_target, struct iscsi_url *out, c
 #define ISCSI_HOSTPORT_ARGS(host, port) \
 	(strchr((host), ':') ? "[" : ""), (host), (strchr((host), ':') ? "]" : ""), (unsigned)(port)
 
+/*
+ * Parse a portal written "host[:port]" or "[v6-address][:port]" (the
+ * authority of an iSCSI URL without userinfo, RFC 3986 section 3.2.2)
+ * into host (ISCSI_URL_HOST_MAX bytes, without brackets) and *port
+ * (1..65535, default 3260).  Returns 0, or -EINVAL with a one-line reason
+ * in `err` (cap bytes, may be NULL); host and *port are then untouched.
+ */
+int iscsi_hostport_parse(const char *text, char *host, unsigned *port, char *err, size_t err_cap);
+
 /* Wipe the credentials in `u`, mutual ones included (explicit_bzero). */
 void iscsi_url_wipe(struct iscsi_url *u);
 

@@ -465,3 +465,49 @@ Test(url, iscsi_name_check)
 	longname[223] = '\0'; /* 223 bytes: the largest name */
 	cr_expect_eq(iscsi_name_check(longname, e, sizeof(e)), 0, "%s", e);
 }
+
+Test(url, hostport_parse)
+{
+	char host[ISCSI_URL_HOST_MAX], e[160];
+	unsigned port = 0;
+	static const struct {
+		const char *text, *host;
+		unsigned port;
+	} good[] = {
+		{"198.51.100.1", "198.51.100.1", 3260},
+		{"198.51.100.1:3261", "198.51.100.1", 3261},
+		{"[2001:db8::1]", "2001:db8::1", 3260},
+		{"[2001:db8::1]:860", "2001:db8::1", 860},
+		{"[fe80::1%eth0]:3260", "fe80::1%eth0", 3260},
+		{"san-a.example", "san-a.example", 3260},
+		{"san-a.example:65535", "san-a.example", 65535},
+	};
+	for (size_t i = 0; i < sizeof(good) / sizeof(good[0]); i++) {
+		cr_expect_eq(iscsi_hostport_parse(good[i].text, host, &port, e, sizeof(e)), 0, "%s: %s", good[i].text, e);
+		cr_expect_str_eq(host, good[i].host, "%s", good[i].text);
+		cr_expect_eq(port, good[i].port, "%s: port %u", good[i].text, port);
+	}
+	static const struct {
+		const char *text, *why;
+	} bad[] = {
+		{"", "missing host"},
+		{":3260", "missing host"},
+		{"2001:db8::1", "IPv6 address must be in brackets"},
+		{"[2001:db8::1", "unclosed '[' in host"},
+		{"host:0", "bad port '0'"},
+		{"host:65536", "bad port '65536'"},
+		{"host:x", "bad port 'x'"},
+		{"user@host", "host[:port] or [v6-address][:port] expected"},
+		{"host/iqn", "host[:port] or [v6-address][:port] expected"},
+		{"ho st", "portal contains whitespace or control characters"},
+		{"ho$t", "bad character in host name"},
+	};
+	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+		strcpy(host, "untouched");
+		port = 7;
+		cr_expect_eq(iscsi_hostport_parse(bad[i].text, host, &port, e, sizeof(e)), -EINVAL, "'%s' accepted", bad[i].text);
+		cr_expect_str_eq(e, bad[i].why, "'%s'", bad[i].text);
+		cr_expect_str_eq(host, "untouched");
+		cr_expect_eq(port, 7u);
+	}
+}

@@ -1,0 +1,192 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * gateway/settings.c and mpath_opts.c: the multipath options from the
+ * command line and the configuration file (portal=, multipath=, sessions=,
+ * path_selector=) and their accessors.
+ */
+#include <criterion/criterion.h>
+#include <criterion/redirect.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "../../gateway/settings.h"
+
+#define URL "iscsi://198.51.100.1/iqn.2026-11.org.example:disk"
+
+static char conf[64];
+
+static void write_conf(const char *text)
+{
+	snprintf(conf, sizeof(conf), "/tmp/iserfuse-test-settings.XXXXXX");
+	int fd = mkstemp(conf);
+	cr_assert_geq(fd, 0);
+	cr_assert_eq(write(fd, text, strlen(text)), (ssize_t)strlen(text));
+	close(fd);
+}
+
+static void drop_conf(void)
+{
+	if (conf[0])
+		unlink(conf);
+}
+
+/*
+ * Parse and load "iserfuse -o config=CONF OPTS URL /mnt" (OPTS: one -o
+ * argument, or NULL) into *o.  Returns what gw_settings_parse or, after
+ * it, gw_settings_load returned.
+ */
+static int load(struct gw_settings *o, const char *opts)
+{
+	char cfg[96];
+	snprintf(cfg, sizeof(cfg), "config=%s", conf);
+	char *argv[8] = {"iserfuse", "-o", cfg};
+	int argc = 3;
+	if (opts) {
+		argv[argc++] = "-o";
+		argv[argc++] = (char *)opts;
+	}
+	argv[argc++] = URL;
+	argv[argc++] = "/mnt";
+	struct fuse_args args = FUSE_ARGS_INIT(argc, argv);
+	struct gw_config c;
+	memset(o, 0, sizeof(*o));
+	int rc = gw_settings_parse(o, &args);
+	if (!rc)
+		rc = gw_settings_load(o, &args, &c);
+	if (!rc)
+		gw_config_free(&c);
+	fuse_opt_free_args(&args);
+	return rc;
+}
+
+Test(settings, defaults, .init = cr_redirect_stderr, .fini = drop_conf)
+{
+	struct gw_settings o;
+	const struct gw_portal *p = NULL;
+	write_conf("");
+	cr_assert_eq(load(&o, NULL), 0);
+	cr_expect_eq(gw_settings_portals(&o, &p), 0);
+	cr_expect_not_null(p);
+	cr_expect(gw_settings_multipath(&o));
+	cr_expect_eq(gw_settings_num(&o, GW_OPT_SESSIONS), 1);
+	cr_expect_eq(gw_settings_path_sel(&o), PATH_SEL_LEAST_OUTSTANDING);
+	gw_settings_free(&o);
+}
+
+Test(settings, portals_in_order_without_duplicates, .init = cr_redirect_stderr, .fini = drop_conf)
+{
+	struct gw_settings o;
+	const struct gw_portal *p;
+	write_conf("");
+	/* the URL's own portal (198.51.100.1:3260) and repeats are kept out */
+	cr_assert_eq(load(&o, "portal=203.0.113.1:3261,portal=[2001:db8::1],portal=198.51.100.1,"
+			      "portal=203.0.113.1:3261,portal=[2001:db8:0::1]:3260,portal=san-b.example,"
+			      "portal=SAN-B.example:3260,portal=198.51.100.1:3262,sessions=2,path_selector=round-robin,"
+			      "multipath=on"),
+		     0);
+	cr_assert_eq(gw_settings_portals(&o, &p), 4);
+	cr_expect_str_eq(p[0].host, "203.0.113.1");
+	cr_expect_eq(p[0].port, 3261);
+	cr_expect_str_eq(p[1].host, "2001:db8::1");
+	cr_expect_eq(p[1].port, 3260);
+	cr_expect_str_eq(p[2].host, "san-b.example");
+	cr_expect_eq(p[2].port, 3260);
+	cr_expect_str_eq(p[3].host, "198.51.100.1");
+	cr_expect_eq(p[3].port, 3262);
+	cr_expect_eq(gw_settings_num(&o, GW_OPT_SESSIONS), 2);
+	cr_expect_eq(gw_settings_path_sel(&o), PATH_SEL_ROUND_ROBIN);
+	cr_expect(gw_settings_multipath(&o));
+	gw_settings_free(&o);
+}
+
+Test(settings, eight_portals_at_most, .init = cr_redirect_stderr, .fini = drop_conf)
+{
+	struct gw_settings o;
+	const struct gw_portal *p;
+	char opts[512] = "";
+	write_conf("");
+	for (int i = 1; i <= 8; i++)
+		snprintf(opts + strlen(opts), sizeof(opts) - strlen(opts), "%sportal=203.0.113.%d", i > 1 ? "," : "", i);
+	cr_assert_eq(load(&o, opts), 0);
+	cr_expect_eq(gw_settings_portals(&o, &p), 8);
+	cr_expect_str_eq(p[7].host, "203.0.113.8");
+	gw_settings_free(&o);
+	strcat(opts, ",portal=203.0.113.9");
+	cr_expect_eq(load(&o, opts), -1);
+	gw_settings_free(&o);
+	fflush(stderr);
+	cr_expect_stderr_eq_str("iserfuse: bad option 'portal=203.0.113.9': at most 8 portals\n");
+}
+
+Test(settings, bad_values_one_line_each, .init = cr_redirect_stderr, .fini = drop_conf)
+{
+	static const char *const bad[] = {
+		"portal=203.0.113.1:0",  "portal=2001:db8::1", "portal=", "multipath=yes",
+		"path_selector=fastest", "sessions=0",	       "sessions=9", "multipath=off,portal=203.0.113.1",
+	};
+	struct gw_settings o;
+	write_conf("");
+	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+		cr_expect_eq(load(&o, bad[i]), -1, "%s accepted", bad[i]);
+		gw_settings_free(&o);
+	}
+	fflush(stderr);
+	cr_expect_stderr_eq_str("iserfuse: bad option 'portal=203.0.113.1:0': bad port '0'\n"
+				"iserfuse: bad option 'portal=2001:db8::1': IPv6 address must be in brackets\n"
+				"iserfuse: bad option 'portal=': missing host\n"
+				"iserfuse: bad option 'multipath=yes': on or off expected\n"
+				"iserfuse: bad option 'path_selector=fastest': least-outstanding or round-robin expected\n"
+				"iserfuse: bad option 'sessions=0': an integer in 1..8 expected\n"
+				"iserfuse: bad option 'sessions=9': an integer in 1..8 expected\n"
+				"iserfuse: bad option 'multipath=off': portal= needs multipath=on\n");
+}
+
+Test(settings, multipath_off, .init = cr_redirect_stderr, .fini = drop_conf)
+{
+	struct gw_settings o;
+	write_conf("");
+	cr_assert_eq(load(&o, "multipath=off"), 0);
+	cr_expect_not(gw_settings_multipath(&o));
+	gw_settings_free(&o);
+}
+
+Test(settings, configuration_file, .init = cr_redirect_stderr, .fini = drop_conf)
+{
+	struct gw_settings o;
+	const struct gw_portal *p;
+	/* the file's portals when the command line has none; the command line's replace them */
+	write_conf("options = portal=203.0.113.1, portal=203.0.113.2:3261, sessions=3, path_selector=round-robin\n");
+	cr_assert_eq(load(&o, NULL), 0);
+	cr_assert_eq(gw_settings_portals(&o, &p), 2);
+	cr_expect_str_eq(p[0].host, "203.0.113.1");
+	cr_expect_str_eq(p[1].host, "203.0.113.2");
+	cr_expect_eq(p[1].port, 3261);
+	cr_expect_eq(gw_settings_num(&o, GW_OPT_SESSIONS), 3);
+	cr_expect_eq(gw_settings_path_sel(&o), PATH_SEL_ROUND_ROBIN);
+	gw_settings_free(&o);
+	cr_assert_eq(load(&o, "portal=[2001:db8::2]:3262,path_selector=least-outstanding"), 0);
+	cr_assert_eq(gw_settings_portals(&o, &p), 1);
+	cr_expect_str_eq(p[0].host, "2001:db8::2");
+	cr_expect_eq(p[0].port, 3262);
+	cr_expect_eq(gw_settings_num(&o, GW_OPT_SESSIONS), 3);
+	cr_expect_eq(gw_settings_path_sel(&o), PATH_SEL_LEAST_OUTSTANDING);
+	gw_settings_free(&o);
+	drop_conf();
+	/* a bad value in the file names the file; multipath=off there refuses the command line's portal */
+	write_conf("options = path_selector=random\n");
+	cr_expect_eq(load(&o, NULL), -1);
+	gw_settings_free(&o);
+	char want[256];
+	snprintf(want, sizeof(want),
+		 "iserfuse: %s: bad option 'path_selector=random': least-outstanding or round-robin expected\n"
+		 "iserfuse: bad option 'multipath=off': portal= needs multipath=on\n",
+		 conf);
+	drop_conf();
+	write_conf("options = multipath=off\n");
+	cr_expect_eq(load(&o, "portal=203.0.113.1"), -1);
+	gw_settings_free(&o);
+	fflush(stderr);
+	cr_expect_stderr_eq_str(want);
+}
