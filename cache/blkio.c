@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "../initiator/log.h"
+#include "../initiator/mpath.h"
 #include "../initiator/scsi.h"
 
 enum phase { PH_READ, PH_HEAD, PH_TAIL, PH_WRITE, PH_SYNC };
@@ -41,6 +42,21 @@ struct blk_req {
 const struct blk_session_ops blk_session_ops_iscsi = {
 	.submit = iscsi_session_submit,
 	.max_cmd_bytes = iscsi_session_max_cmd_bytes,
+};
+
+static int mpath_submit_op(struct iscsi_session *s, const struct iscsi_cmd *cmd)
+{
+	return mpath_submit((struct mpath *)s, cmd);
+}
+
+static uint32_t mpath_max_op(const struct iscsi_session *s)
+{
+	return mpath_max_cmd_bytes((const struct mpath *)s);
+}
+
+const struct blk_session_ops blk_session_ops_mpath = {
+	.submit = mpath_submit_op,
+	.max_cmd_bytes = mpath_max_op,
 };
 
 int blk_dev_init(struct blk_dev *d, struct iscsi_session *s, struct buf_pool *pool,

@@ -54,6 +54,13 @@ struct blk_session_ops {
 /* The real session: iscsi_session_submit and iscsi_session_max_cmd_bytes. */
 extern const struct blk_session_ops blk_session_ops_iscsi;
 
+/*
+ * A multipath set (initiator/mpath.h) in place of the session: the
+ * pointer passed as the session is a struct mpath (mpath_submit and
+ * mpath_max_cmd_bytes, same contracts).
+ */
+extern const struct blk_session_ops blk_session_ops_mpath;
+
 struct blk_dev {
 	struct iscsi_session *s;
 	const struct blk_session_ops *ops; /* how commands reach s (blk_session_ops_iscsi) */

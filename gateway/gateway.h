@@ -25,6 +25,9 @@
 
 #define GW_MAX_LUNS 256
 
+struct mpath;
+struct gw_paths;
+
 struct gw_lun {
 	char name[16];          /* "lun<N>" */
 	fuse_ino_t ino;
@@ -53,7 +56,9 @@ struct gw_lun {
 };
 
 struct gw {
-	struct iscsi_session *s;
+	struct iscsi_session *s; /* the first session (owned by mp when there is one); control commands use gw_ctl */
+	struct mpath *mp;        /* the multipath set (paths.c), NULL with -o multipath=off: I/O goes through it */
+	struct gw_paths *paths;  /* the path thread and the link watcher (paths.c), NULL without mp */
 	struct buf_pool *pool;
 	struct gw_lun *luns;
 	_Atomic size_t nluns;   /* slots in use: filled, then published (release); read with gw_nluns */

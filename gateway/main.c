@@ -35,6 +35,7 @@
 #include "fuse_loop.h"
 #include "gateway.h"
 #include "lun_select.h"
+#include "paths.h"
 #include "pool_setup.h"
 #include "settings.h"
 #include "startup.h"
@@ -72,7 +73,7 @@ struct open_luns_ctx {
 static int open_luns_probe(void *arg, uint16_t lun, struct iscsi_lun_info *out)
 {
 	struct open_luns_ctx *c = arg;
-	return iscsi_lun_probe(c->g->s, lun, c->scratch, buf_pool_slice_size(c->g->pool), out);
+	return iscsi_lun_probe(gw_ctl(c->g), lun, c->scratch, buf_pool_slice_size(c->g->pool), out);
 }
 
 static int open_luns_skipped(void *arg, uint16_t lun, const struct iscsi_lun_info *info, enum gw_lun_verdict v,
@@ -134,7 +135,7 @@ static int open_luns(struct gw *g, const struct iscsi_url *url, char *err, size_
 	if (url->lun >= 0) {
 		luns[0] = (uint16_t)url->lun;
 		nluns = 1;
-	} else if ((rc = iscsi_report_luns(g->s, scratch, buf_pool_slice_size(g->pool), luns, GW_MAX_LUNS, &nluns))) {
+	} else if ((rc = iscsi_report_luns(gw_ctl(g), scratch, buf_pool_slice_size(g->pool), luns, GW_MAX_LUNS, &nluns))) {
 		snprintf(err, err_cap, "REPORT LUNS failed: %s", strerror(-rc));
 		goto out;
 	}
@@ -354,12 +355,19 @@ static int mount_connect(struct mount *m)
 	gw_creds_to_session(&m->creds, &sc);
 	sc.on_async_sense = async_sense;
 	sc.async_arg = g;
+	if (gw_paths_begin(g, o, &sc)) {
+		iscsi_chap_creds_wipe(&sc.chap);
+		buf_pool_destroy(g->pool);
+		g->pool = NULL;
+		return -1;
+	}
 	sigset_t oldmask;
 	thread_quiet_begin(&oldmask); /* the event thread inherits the mask: only main takes them */
 	int src = gw_session_open(m->tmode, &sc, g->pool, &m->iser, &g->s, m->err, sizeof(m->err));
 	thread_quiet_end(&oldmask);
 	g->iser = m->iser != NULL;
 	iscsi_chap_creds_wipe(&sc.chap);
+	gw_paths_first(g, src, g->iser ? iscsi_iser_transport.name : iscsi_tcp_transport.name);
 	if (src) {
 		fprintf(stderr, "iserfuse: %s\n", m->err);
 		buf_pool_destroy(g->pool);
@@ -396,6 +404,7 @@ static int mount_files(struct mount *m)
 		fprintf(stderr, "iserfuse: cannot set up the block cache: %s\n", strerror(-rc));
 		return -1;
 	}
+	gw_paths_start(g, m->iser); /* the other paths, checked against these LUNs, in the background */
 	return 0;
 }
 

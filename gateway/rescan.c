@@ -29,6 +29,7 @@
 #include "../initiator/thread.h"
 #include "gateway.h"
 #include "lun_select.h"
+#include "paths.h"
 
 struct gw_rescan {
 	struct gw *g;
@@ -86,7 +87,10 @@ struct gw_lun *gw_lun_add(struct gw *g, const struct iscsi_lun_info *info)
 	l->ino = 2 + n;
 	l->ro = g->ro || info->wp;
 	gw_lun_attr_init(g, l);
-	if (blk_dev_init(&l->dev, g->s, g->pool, info, g->max_io))
+	int rc = g->mp ? blk_dev_init_ops(&l->dev, (struct iscsi_session *)g->mp, &blk_session_ops_mpath, g->pool, info,
+					  g->max_io)
+		       : blk_dev_init(&l->dev, g->s, g->pool, info, g->max_io);
+	if (rc)
 		return NULL;
 	blk_dev_set_retry(&l->dev, g->retry, g->retry_budget_ms);
 	if (g->cache) { /* a LUN that appeared after the mount gets the block cache too */
@@ -242,7 +246,7 @@ struct add_ctx {
 static int add_probe(void *arg, uint16_t lun, struct iscsi_lun_info *out)
 {
 	struct add_ctx *c = arg;
-	return iscsi_lun_probe(c->g->s, lun, c->buf, c->buflen, out);
+	return iscsi_lun_probe(gw_ctl(c->g), lun, c->buf, c->buflen, out);
 }
 
 static int add_skipped(void *arg, uint16_t lun, const struct iscsi_lun_info *info, enum gw_lun_verdict v, int probe_err)
@@ -291,7 +295,7 @@ static void luns_round(struct gw_rescan *r, void *buf, size_t buflen)
 	struct gw *g = r->g;
 	uint16_t luns[GW_MAX_LUNS];
 	size_t count = 0;
-	int rc = iscsi_report_luns(g->s, buf, buflen, luns, GW_MAX_LUNS, &count);
+	int rc = iscsi_report_luns(gw_ctl(g), buf, buflen, luns, GW_MAX_LUNS, &count);
 	if (rc) {
 		log_debug("rescan: REPORT LUNS failed: %s", strerror(-rc));
 		return;
@@ -305,7 +309,7 @@ static void luns_round(struct gw_rescan *r, void *buf, size_t buflen)
 		missing = !listed && !gw_lun_gone(&g->luns[i]);
 	}
 	/* a LUN missing: ask once more before its file goes */
-	if (missing && (!pause_ms(r, CONFIRM_MS) || iscsi_report_luns(g->s, buf, buflen, luns, GW_MAX_LUNS, &count)))
+	if (missing && (!pause_ms(r, CONFIRM_MS) || iscsi_report_luns(gw_ctl(g), buf, buflen, luns, GW_MAX_LUNS, &count)))
 		return;
 	for (size_t i = 0; i < n; i++) {
 		struct gw_lun *l = &g->luns[i];
@@ -331,7 +335,7 @@ static void luns_round(struct gw_rescan *r, void *buf, size_t buflen)
 static int read_capacity(struct gw_rescan *r, struct gw_lun *l, void *buf, size_t buflen, struct scsi_capacity *cap)
 {
 	struct own_ua_ctx o = {r, l->dev.lun_field};
-	return iscsi_lun_read_capacity(r->g->s, l->info.lun_field,
+	return iscsi_lun_read_capacity(gw_ctl(r->g), l->info.lun_field,
 				       l->info.use16 ? ISCSI_READ_CAPACITY_16 : ISCSI_READ_CAPACITY_10, buf, buflen, cap,
 				       NULL, own_ua, &o);
 }
@@ -341,7 +345,7 @@ static void wp_follow(struct gw_rescan *r, struct gw_lun *l, void *buf, size_t b
 {
 	bool wp;
 	struct own_ua_ctx o = {r, l->dev.lun_field};
-	if (iscsi_lun_write_protect(r->g->s, l->info.lun_field, buf, buflen, &wp, own_ua, &o) || wp == l->info.wp)
+	if (iscsi_lun_write_protect(gw_ctl(r->g), l->info.lun_field, buf, buflen, &wp, own_ua, &o) || wp == l->info.wp)
 		return;
 	l->info.wp = wp;
 	atomic_store_explicit(&l->ro, r->g->ro || wp, memory_order_relaxed);

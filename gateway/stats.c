@@ -13,6 +13,8 @@
 #include <string.h>
 
 #include "gateway.h"
+#include "paths.h"
+#include "../initiator/mpath.h"
 
 struct snap {
 	uint64_t mr_registrations, payload_bytes_copied, rmw_bytes_copied;
@@ -74,8 +76,8 @@ static void take_snapshot(struct gw *g, struct snap *n)
 	uint64_t lat[LAT_BUCKETS];
 
 	memset(n, 0, sizeof(*n));
-	iscsi_session_get_stats(g->s, &ss);
-	iscsi_session_get_latency(g->s, lat);
+	gw_sess_stats(g, &ss);
+	gw_sess_latency(g, lat);
 	n->mr_registrations = buf_pool_registrations(g->pool);
 	n->payload_bytes_copied = ss.payload_bytes_copied +
 				  atomic_load_explicit(&g->payload_copied, memory_order_relaxed);
@@ -120,6 +122,41 @@ static void take_snapshot(struct gw *g, struct snap *n)
 	n->capacity_changes = rr.capacity_changes;
 }
 
+/*
+ * The multipath lines: paths, paths_up, paths_refused, failovers, then one
+ * "pathN HOST:PORT TRANSPORT up|down ALUA commands=.. errors=..
+ * failovers=.. p50_us=.. p99_us=.." per attached path.  With
+ * -o multipath=off: the one session, as path0.
+ */
+static void render_paths(struct gw *g, FILE *f)
+{
+	struct mpath_stats st = {0};
+	struct mpath_path_info pi[MPATH_MAX_PATHS];
+	size_t n = 0;
+	if (g->mp) {
+		n = mpath_get_stats(g->mp, &st, pi, MPATH_MAX_PATHS);
+	} else if (g->s) {
+		n = st.paths = 1;
+		memset(&pi[0], 0, sizeof(pi[0]));
+		pi[0].up = iscsi_session_up(g->s);
+		st.paths_up = pi[0].up;
+		pi[0].alua_state = 0x100;
+	}
+	fprintf(f, "paths %zu\npaths_up %zu\npaths_refused %zu\nfailovers %llu\n", st.paths, st.paths_up,
+		st.paths_refused, (unsigned long long)st.failovers);
+	for (size_t i = 0; i < n; i++) {
+		const struct mpath_path_info *p = &pi[i];
+		if (g->mp)
+			fprintf(f, "path%zu " ISCSI_HOSTPORT_FMT " %s", i, ISCSI_HOSTPORT_ARGS(p->host, p->port), p->transport);
+		else
+			fprintf(f, "path0 - %s", g->transport ? g->transport : "tcp");
+		fprintf(f, " %s %s commands=%llu errors=%llu failovers=%llu p50_us=%llu p99_us=%llu\n",
+			p->up ? "up" : "down", mpath_alua_name(p->alua_state), (unsigned long long)p->commands,
+			(unsigned long long)p->errors, (unsigned long long)p->failovers, (unsigned long long)p->p50_us,
+			(unsigned long long)p->p99_us);
+	}
+}
+
 int gw_stats_render(struct gw *g, char **out, size_t *len)
 {
 	struct snap n;
@@ -132,6 +169,7 @@ int gw_stats_render(struct gw *g, char **out, size_t *len)
 	fprintf(f, "transport %s\n", g->transport ? g->transport : "tcp");
 	for (size_t i = 0; i < sizeof(rows) / sizeof(rows[0]); i++)
 		fprintf(f, "%s %llu\n", rows[i].key, (unsigned long long)*(const uint64_t *)((const char *)&n + rows[i].off));
+	render_paths(g, f);
 	if (fclose(f) || !buf) {
 		free(buf);
 		return -ENOMEM;

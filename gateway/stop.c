@@ -13,6 +13,7 @@
 #include "../initiator/iser.h"
 #include "../initiator/clock.h"
 #include "../initiator/log.h"
+#include "paths.h"
 #include "pool_setup.h"
 
 /* ---- the stop signals ---- */
@@ -135,7 +136,7 @@ static void log_counters(struct gw *g)
 		 (unsigned long long)rs.unit_attentions, (unsigned long long)rs.ua_capacity,
 		 (unsigned long long)rs.ua_luns);
 	struct iscsi_session_stats ss;
-	iscsi_session_get_stats(g->s, &ss);
+	gw_sess_stats(g, &ss);
 	log_info("%llu commands, %llu bytes read, %llu bytes written, peak %u commands outstanding, "
 		 "peak %u of %u pool slices in use",
 		 (unsigned long long)ss.commands, (unsigned long long)ss.bytes_read,
@@ -149,14 +150,15 @@ int gw_stop(struct gw *g, struct fuse_session *se, struct gw_sync_batch **batch)
 	stop_signals = stop_signals ? stop_signals : 1; /* from now on the next stop signal ends the daemon */
 	gw_rescan_stop(g);
 	/* A session being recovered gets a few seconds more, not the whole replacement_timeout. */
-	iscsi_session_stopping(g->s, STOP_GRACE_MS);
+	gw_paths_stop(g); /* no new paths from now on */
+	gw_sess_stopping(g, STOP_GRACE_MS);
 	/*
 	 * Drain while still mounted, so that the requests in flight get their
 	 * replies instead of being aborted by the unmount; new ones wait.
 	 */
 	if (blk_retry_drain(g->retry, (int)g->retry_budget_ms + 5000)) /* commands waiting to be retried */
 		log_err("retries still pending at shutdown");
-	iscsi_session_drain(g->s, 30000); /* replies still in flight after the last FUSE request */
+	gw_sess_drain(g, 30000); /* replies still in flight after the last FUSE request */
 	fuse_session_unmount(se);
 	*batch = sync_batch_new(gw_nluns(g));
 	int unsynced = 0;
@@ -175,7 +177,7 @@ void gw_stop_close(struct gw *g, struct iser_ctx *iser, struct gw_sync_batch *ba
 	struct blk_retry *rq = g->retry;
 	atomic_store_explicit(&g->retry, NULL, memory_order_release); /* async_sense may still run */
 	blk_retry_destroy(rq); /* fires what is parked, while the session still exists */
-	iscsi_session_close(g->s, 10000);
+	gw_sess_close(g, 10000);
 	gw_cache_teardown(g);
 	iser_ctx_destroy(iser); /* after the session: its connections used the registration */
 	if (batch) {

@@ -332,11 +332,16 @@ struct mpath_path *mpath_path_new(struct mpath *m, const char *host, unsigned po
 {
 	pthread_mutex_lock(&m->lock);
 	struct mpath_path *p = NULL;
-	if (m->npaths < MPATH_MAX_PATHS) {
-		p = &m->paths[m->npaths];
+	size_t i = 0;
+	while (i < m->npaths && m->paths[i].state != MP_SLOT_FREE)
+		i++;
+	if (i < MPATH_MAX_PATHS) {
+		p = &m->paths[i];
 		memset(p, 0, sizeof(*p));
 		p->m = m;
-		p->index = m->npaths++;
+		p->index = i;
+		if (i == m->npaths)
+			m->npaths++;
 		snprintf(p->host, sizeof(p->host), "%s", host);
 		p->port = port;
 		p->state = MP_SLOT_OPENING;
@@ -431,6 +436,6 @@ int mpath_path_attach(struct mpath_path *p, struct iscsi_session *s, const char 
 			 ISCSI_HOSTPORT_ARGS(p->host, p->port), why[0] ? why : strerror(-rc));
 	else if (p->index > 0)
 		log_info("path " ISCSI_HOSTPORT_FMT " (%s, ALUA %s) added: %zu paths", ISCSI_HOSTPORT_ARGS(p->host, p->port),
-			 transport, mp_alua_name(alua), attached);
+			 transport, mpath_alua_name(alua), attached);
 	return rc;
 }

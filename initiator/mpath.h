@@ -161,6 +161,9 @@ void mpath_path_set_ifindex(struct mpath_path *p, int ifindex);
  */
 void mpath_paths_route_check(struct mpath *m, int (*lookup)(void *arg, const char *host, unsigned port), void *arg);
 
+/* The name of an ALUA state (SPC-4 §6.36: "active/optimized", ..., "none" without ALUA), static. */
+const char *mpath_alua_name(int state);
+
 /* Counters and path snapshots: out gets up to cap paths, returns how many paths exist. */
 size_t mpath_get_stats(struct mpath *m, struct mpath_stats *st, struct mpath_path_info *out, size_t cap);
 

@@ -90,7 +90,6 @@ struct mpath {
 };
 
 int mp_alua_rank(int state);
-const char *mp_alua_name(int state);
 bool mp_usable(const struct mpath_path *p);
 void mp_note_paths(struct mpath *m);
 void mp_hold(struct mpath *m, struct mp_cmd *c);

@@ -15,7 +15,7 @@
 #include "log.h"
 #include "thread.h"
 
-const char *mp_alua_name(int state)
+const char *mpath_alua_name(int state)
 {
 	switch (state) {
 	case 0: return "active/optimized";
@@ -51,7 +51,7 @@ static void check_one(struct mpath *m, struct mpath_path *p, int64_t now)
 	} else if (rc == 0) {
 		if (p->alua != alua && p->checked)
 			log_info("path " ISCSI_HOSTPORT_FMT ": ALUA %s -> %s", ISCSI_HOSTPORT_ARGS(p->host, p->port),
-				 mp_alua_name(p->alua), mp_alua_name(alua));
+				 mpath_alua_name(p->alua), mpath_alua_name(alua));
 		p->alua = alua;
 		p->checked = true;
 	} else {

@@ -1,0 +1,399 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * The mount's paths (paths.h): the multipath set around the first
+ * session, the thread that opens the other paths, the identity check a
+ * path passes before it carries I/O, the link and route watcher, and the
+ * gw_sess_* functions the gateway calls in place of the session's.
+ *
+ * Threads: gw_paths_begin/first/start and stop on main; the path thread
+ * (opens sessions, retries portals that failed every PATH_RETRY_MS); the
+ * netwatch thread (on_net); check_path on the path thread or the mpath's
+ * thread.  struct gw_paths is written by main before the threads start,
+ * then only `stop` changes (under its lock).
+ */
+#include "paths.h"
+
+#include <errno.h>
+#include <netdb.h>
+#include <poll.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "../initiator/cancel.h"
+#include "../initiator/discovery.h"
+#include "../initiator/lun_ident.h"
+#include "../initiator/mpath.h"
+#include "../initiator/netroute.h"
+#include "../initiator/netwatch.h"
+#include "../initiator/thread.h"
+#include "../initiator/log.h"
+
+#define PATH_RETRY_MS 5000   /* a portal whose session could not be opened is tried again this often */
+#define DISCOVERY_TIMEOUT_MS 5000
+#define PORTALS_MAX (MPATH_MAX_PATHS / 2)
+
+struct gw_paths {
+	struct mpath_path *first;
+	struct iscsi_session_config sc; /* the first session's configuration, CHAP included: wiped at stop */
+	struct iser_ctx *iser;      /* the first path's iSER context (its pool registration), NULL over TCP */
+	unsigned sessions;          /* -o sessions= per portal */
+	struct iscsi_portal portals[PORTALS_MAX]; /* -o portal= ones, then discovery's (filled by the path thread) */
+	size_t nportals;
+	size_t given;               /* of those, from -o portal= */
+	pthread_t thread;
+	bool started;
+	int cancel_fd;              /* fired at stop: ends a login or discovery in progress */
+	struct netwatch *nw;
+};
+
+/* ---- the gw_sess_* functions ---- */
+
+struct iscsi_session *gw_ctl(struct gw *g)
+{
+	struct iscsi_session *s = g->mp ? mpath_ctl_session(g->mp) : NULL;
+	return s ? s : g->s;
+}
+
+void gw_sess_stats(struct gw *g, struct iscsi_session_stats *out)
+{
+	if (g->mp)
+		mpath_session_stats(g->mp, out);
+	else
+		iscsi_session_get_stats(g->s, out);
+}
+
+void gw_sess_latency(struct gw *g, uint64_t out[LAT_BUCKETS])
+{
+	if (g->mp)
+		mpath_latency(g->mp, out);
+	else
+		iscsi_session_get_latency(g->s, out);
+}
+
+void gw_sess_stopping(struct gw *g, int grace_ms)
+{
+	if (g->mp)
+		mpath_stopping(g->mp, grace_ms);
+	else
+		iscsi_session_stopping(g->s, grace_ms);
+}
+
+int gw_sess_drain(struct gw *g, int timeout_ms)
+{
+	return g->mp ? mpath_drain(g->mp, timeout_ms) : iscsi_session_drain(g->s, timeout_ms);
+}
+
+void gw_sess_close(struct gw *g, int timeout_ms)
+{
+	gw_paths_stop(g);
+	if (g->mp)
+		mpath_close(g->mp, timeout_ms);
+	else if (g->s)
+		iscsi_session_close(g->s, timeout_ms);
+	g->mp = NULL;
+	g->s = NULL;
+}
+
+/* ---- the identity check (RFC 7143 says nothing of it: SPC-4 §7.8.6, §7.8.15; SBC-3 §5.16) ---- */
+
+bool gw_path_same_lun(const struct gw_lun *l, const struct iscsi_lun_info *info, char *why, size_t cap)
+{
+	struct iscsi_lun_ident a, b;
+	iscsi_lun_ident_from_info(&l->info, &a);
+	if (a.device_type == 0)
+		a.nblocks = blk_dev_nblocks(&l->dev); /* as the rescans left it */
+	iscsi_lun_ident_from_info(info, &b);
+	return iscsi_lun_ident_same(&a, &b, why, cap);
+}
+
+/* mpath's check_path: every mounted LUN, probed through s, must be the same device. */
+static int check_path(void *arg, struct iscsi_session *s, int *alua, char *why, size_t cap)
+{
+	struct gw *g = arg;
+	*alua = 0x100; /* ALUA_NONE */
+	size_t buflen = buf_pool_slice_size(g->pool);
+	void *buf = malloc(buflen);
+	struct iscsi_lun_info *info = malloc(sizeof(*info));
+	int rc = buf && info ? 0 : -ENOMEM;
+	for (size_t i = 0, n = gw_nluns(g); i < n && !rc; i++) {
+		const struct gw_lun *l = &g->luns[i];
+		if (gw_lun_gone(l))
+			continue;
+		rc = iscsi_lun_probe(s, l->info.lun, buf, buflen, info);
+		char diff[160];
+		if (rc == -ENXIO || rc == -ENODEV || (!rc && info->inq.device_type != l->info.inq.device_type)) {
+			snprintf(why, cap, "LUN %u is not the same device there (%s)", l->info.lun,
+				 rc ? "not reported" : "another device type");
+			rc = -ENODEV;
+		} else if (rc) {
+			snprintf(why, cap, "LUN %u: probe failed: %s", l->info.lun, strerror(-rc));
+		} else if (!gw_path_same_lun(l, info, diff, sizeof(diff))) {
+			snprintf(why, cap, "LUN %u is another device (%s)", l->info.lun, diff);
+			rc = -ENODEV;
+		}
+	}
+	free(info);
+	free(buf);
+	return rc;
+}
+
+/* ---- the path thread ---- */
+
+/* The output interface of the route to host (a numeric address; a name is not resolved here), or <= 0. */
+static int route_ifindex(void *arg, const char *host, unsigned port)
+{
+	(void)arg;
+	struct addrinfo hints = {.ai_family = AF_UNSPEC, .ai_socktype = SOCK_STREAM, .ai_flags = AI_NUMERICHOST}, *ai;
+	char service[16];
+	snprintf(service, sizeof(service), "%u", port);
+	if (getaddrinfo(host, service, &hints, &ai))
+		return 1; /* a name: not watched (its route is looked up by the connect) */
+	struct iscsi_route r;
+	int rc = iscsi_route_lookup(ai->ai_addr, &r);
+	freeaddrinfo(ai);
+	return rc ? rc : (r.local ? 1 : r.ifindex);
+}
+
+/* Whether the thread is to end (fired cancel token). */
+static bool stopping(const struct gw_paths *P)
+{
+	struct pollfd p = {.fd = P->cancel_fd, .events = POLLIN};
+	return poll(&p, 1, 0) > 0;
+}
+
+/* The template with host:port and slot p's hook: sc gets a copy of the credentials (the caller wipes them). */
+static void path_config(const struct gw_paths *P, struct iscsi_session_config *sc, struct mpath_path *p,
+			const char *host, unsigned port)
+{
+	*sc = P->sc;
+	snprintf(sc->host, sizeof(sc->host), "%s", host);
+	sc->port = port;
+	sc->path_state_arg = p;
+}
+
+/*
+ * Open one more session to host:port and attach it.  Returns 0 (attached
+ * or refused: not to be tried again) or a negative errno (try again later).
+ */
+static int open_path(struct gw *g, struct gw_paths *P, const char *host, unsigned port)
+{
+	struct mpath_path *p = mpath_path_new(g->mp, host, port);
+	if (!p)
+		return 0; /* table full */
+	struct iscsi_session *s = NULL;
+	char err[256] = "";
+	int rc = -ENOTCONN;
+	const char *transport = iscsi_tcp_transport.name;
+	struct iscsi_session_config sc;
+	if (P->iser) { /* the first path's transport and its one registration of the pool */
+		path_config(P, &sc, p, host, port);
+		sc.transport = &iscsi_iser_transport;
+		sc.transport_ctx = P->iser;
+		iser_neg_config(&sc.neg);
+		rc = iscsi_session_open(&sc, &s, err, sizeof(err));
+		iscsi_chap_creds_wipe(&sc.chap);
+		if (rc == 0)
+			transport = iscsi_iser_transport.name;
+	}
+	if (rc) {
+		path_config(P, &sc, p, host, port);
+		sc.transport = &iscsi_tcp_transport;
+		sc.transport_ctx = NULL;
+		rc = iscsi_session_open(&sc, &s, err, sizeof(err));
+	}
+	iscsi_chap_creds_wipe(&sc.chap);
+	if (rc) {
+		log_info("path " ISCSI_HOSTPORT_FMT ": %s; tried again in %d s", ISCSI_HOSTPORT_ARGS(host, port), err,
+			 PATH_RETRY_MS / 1000);
+		mpath_path_discard(p);
+		return rc;
+	}
+	mpath_path_set_ifindex(p, route_ifindex(NULL, host, port));
+	mpath_path_attach(p, s, transport);
+	return 0;
+}
+
+/* SendTargets on the URL's portal: the portals the target reports for itself, added to P's list. */
+static void discover_portals(struct gw_paths *P)
+{
+	struct iscsi_discovery_config dc = {.transport = &iscsi_tcp_transport, .port = P->sc.port};
+	snprintf(dc.host, sizeof(dc.host), "%s", P->sc.host);
+	snprintf(dc.initiator_name, sizeof(dc.initiator_name), "%s", P->sc.initiator_name);
+	iscsi_neg_config_default(&dc.neg);
+	dc.timeout_ms = P->sc.timeout_ms > 0 && P->sc.timeout_ms < DISCOVERY_TIMEOUT_MS ? P->sc.timeout_ms
+											    : DISCOVERY_TIMEOUT_MS;
+	dc.chap = P->sc.chap;
+	struct iscsi_disc_list list = {0};
+	char err[256];
+	int rc = iscsi_discover(&dc, &list, err, sizeof(err));
+	iscsi_chap_creds_wipe(&dc.chap);
+	if (rc) {
+		log_info("multipath: SendTargets on " ISCSI_HOSTPORT_FMT ": %s (only the given portals are used)",
+			 ISCSI_HOSTPORT_ARGS(P->sc.host, P->sc.port), err);
+		return;
+	}
+	for (size_t t = 0; t < list.ntargets; t++) {
+		if (strcmp(list.targets[t].name, P->sc.target_name))
+			continue;
+		for (size_t i = 0; i < list.targets[t].nportals && P->nportals < PORTALS_MAX; i++) {
+			const struct iscsi_portal *q = &list.targets[t].portals[i];
+			bool dup = !strcmp(q->host, P->sc.host) && q->port == P->sc.port;
+			for (size_t j = 0; j < P->nportals && !dup; j++)
+				dup = !strcmp(q->host, P->portals[j].host) && q->port == P->portals[j].port;
+			if (!dup) {
+				P->portals[P->nportals++] = *q;
+				log_info("multipath: the target reports portal " ISCSI_HOSTPORT_FMT,
+					 ISCSI_HOSTPORT_ARGS(q->host, q->port));
+			}
+		}
+	}
+	iscsi_disc_list_free(&list);
+}
+
+/* The path thread: every other path once, then the ones that failed every PATH_RETRY_MS until stop. */
+static void *path_thread(void *arg)
+{
+	struct gw *g = arg;
+	struct gw_paths *P = g->paths;
+	iscsi_cancel_bind(P->cancel_fd);
+	discover_portals(P);
+	/* pending[i]: sessions still to open on portal i (index nportals: the URL's portal) */
+	unsigned pending[PORTALS_MAX + 1];
+	for (size_t i = 0; i < P->nportals; i++)
+		pending[i] = P->sessions;
+	pending[P->nportals] = P->sessions - 1;
+	for (;;) {
+		bool left = false;
+		for (size_t i = 0; i <= P->nportals && !stopping(P); i++) {
+			const char *host = i < P->nportals ? P->portals[i].host : P->sc.host;
+			unsigned port = i < P->nportals ? P->portals[i].port : P->sc.port;
+			while (pending[i] && !stopping(P)) {
+				if (open_path(g, P, host, port))
+					break;
+				pending[i]--;
+			}
+			left = left || pending[i];
+		}
+		struct pollfd p = {.fd = P->cancel_fd, .events = POLLIN};
+		if (!left || poll(&p, 1, PATH_RETRY_MS) != 0)
+			break;
+	}
+	return NULL;
+}
+
+/* The netwatch thread: a link down fails its paths now; any other change re-checks every path's route. */
+static void on_net(void *arg, const struct netwatch_event *ev)
+{
+	struct gw *g = arg;
+	if (ev->kind == NETWATCH_LINK && (ev->removed || !ev->running)) {
+		int n = mpath_fail_ifindex(g->mp, ev->ifindex, ev->removed ? "link removed" : "link down");
+		if (n)
+			log_info("link %s down: %d path(s) failed", ev->ifname[0] ? ev->ifname : "?", n);
+	}
+	mpath_paths_route_check(g->mp, route_ifindex, NULL);
+}
+
+/* ---- set-up and stop ---- */
+
+int gw_paths_begin(struct gw *g, const struct gw_settings *o, struct iscsi_session_config *sc)
+{
+	if (!gw_settings_multipath(o))
+		return 0;
+	struct gw_paths *P = calloc(1, sizeof(*P));
+	if (!P) {
+		fprintf(stderr, "iserfuse: out of memory\n");
+		return -ENOMEM;
+	}
+	P->cancel_fd = iscsi_cancel_new();
+	struct mpath_config mc = {
+		.queue_depth = sc->queue_depth,
+		.replacement_timeout_ms = sc->replacement_timeout_ms,
+		.policy = gw_settings_path_sel(o),
+		.check_path = check_path,
+		.check_arg = g,
+	};
+	int rc = P->cancel_fd < 0 ? P->cancel_fd : mpath_create(&mc, &g->mp);
+	if (rc == 0 && !(P->first = mpath_path_new(g->mp, sc->host, sc->port)))
+		rc = -ENOMEM;
+	if (rc) {
+		fprintf(stderr, "iserfuse: cannot set up multipath: %s\n", strerror(-rc));
+		if (g->mp)
+			mpath_close(g->mp, 0);
+		g->mp = NULL;
+		if (P->cancel_fd >= 0)
+			close(P->cancel_fd);
+		free(P);
+		return rc;
+	}
+	sc->on_path_state = mpath_path_state_hook;
+	sc->path_state_arg = P->first;
+	P->sc = *sc;
+	P->sessions = (unsigned)gw_settings_num(o, GW_OPT_SESSIONS);
+	const struct gw_portal *given;
+	size_t n = gw_settings_portals(o, &given);
+	for (size_t i = 0; i < n && P->nportals < PORTALS_MAX; i++) {
+		struct iscsi_portal *q = &P->portals[P->nportals++];
+		snprintf(q->host, sizeof(q->host), "%s", given[i].host);
+		q->port = given[i].port;
+		q->tpgt = -1;
+	}
+	P->given = P->nportals;
+	g->paths = P;
+	return 0;
+}
+
+void gw_paths_first(struct gw *g, int rc, const char *transport)
+{
+	struct gw_paths *P = g->paths;
+	if (!P)
+		return;
+	if (rc) {
+		mpath_path_discard(P->first);
+		iscsi_chap_creds_wipe(&P->sc.chap);
+		mpath_close(g->mp, 0);
+		g->mp = NULL;
+		close(P->cancel_fd);
+		free(P);
+		g->paths = NULL;
+		return;
+	}
+	mpath_path_set_ifindex(P->first, route_ifindex(NULL, P->sc.host, P->sc.port));
+	mpath_path_attach(P->first, g->s, transport);
+}
+
+int gw_paths_start(struct gw *g, struct iser_ctx *iser)
+{
+	struct gw_paths *P = g->paths;
+	if (!P)
+		return 0;
+	P->iser = iser;
+	int rc = netwatch_start(on_net, g, &P->nw);
+	if (rc)
+		log_warn("multipath: no link and route events (%s): a lost path is noticed by its NOP-Out pings",
+			 strerror(-rc));
+	rc = -thread_start_quiet(&P->thread, path_thread, g);
+	if (rc) {
+		log_warn("multipath: cannot start the path thread (%s): one path only", strerror(-rc));
+		return rc;
+	}
+	P->started = true;
+	return 0;
+}
+
+void gw_paths_stop(struct gw *g)
+{
+	struct gw_paths *P = g->paths;
+	if (!P)
+		return;
+	iscsi_cancel_fire(P->cancel_fd);
+	if (P->started)
+		pthread_join(P->thread, NULL);
+	P->started = false;
+	netwatch_stop(P->nw);
+	P->nw = NULL;
+	iscsi_chap_creds_wipe(&P->sc.chap);
+	close(P->cancel_fd);
+	free(P);
+	g->paths = NULL;
+}
