@@ -51,7 +51,7 @@ void mp_note_paths(struct mpath *m)
 }
 
 /* The path the next command takes (ALUA's best group, then the selector), or NULL.  Lock held. */
-static struct mpath_path *pick(struct mpath *m)
+struct mpath_path *mp_pick(struct mpath *m)
 {
 	int best = MP_RANK_UNUSABLE;
 	for (size_t i = 0; i < m->npaths; i++)
@@ -123,7 +123,7 @@ int mp_dispatch(struct mpath *m, struct mp_cmd *c)
 {
 	for (;;) {
 		pthread_mutex_lock(&m->lock);
-		struct mpath_path *p = m->closing ? NULL : pick(m);
+		struct mpath_path *p = m->closing ? NULL : mp_pick(m);
 		if (!p) {
 			mp_hold(m, c);
 			pthread_mutex_unlock(&m->lock);
@@ -152,15 +152,7 @@ int mp_dispatch(struct mpath *m, struct mp_cmd *c)
 	}
 }
 
-/* What a completion means for the path it came back on. */
-enum mp_verdict {
-	MP_DELIVER,       /* the command's own result: to the caller */
-	MP_PATH_LOST,     /* handed back by a lost path: re-issue elsewhere */
-	MP_PATH_STATE,    /* ALUA: this path cannot do it now (standby, unavailable, transitioning) */
-	MP_STATES_CHANGED /* ALUA states changed (UNIT ATTENTION): re-read them, re-issue */
-};
-
-static enum mp_verdict judge(const struct iscsi_cmd_result *res, int *alua_state)
+enum mp_verdict mp_judge(const struct iscsi_cmd_result *res, int *alua_state)
 {
 	switch (res->err) {
 	case 0:
@@ -195,7 +187,7 @@ static void mp_done(void *arg, const struct iscsi_cmd_result *res)
 	struct mpath *m = c->m;
 	struct mpath_path *p = c->path;
 	int alua = -1;
-	enum mp_verdict v = judge(res, &alua);
+	enum mp_verdict v = mp_judge(res, &alua);
 	pthread_mutex_lock(&m->lock);
 	p->outstanding--;
 	p->commands++;

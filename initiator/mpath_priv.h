@@ -100,4 +100,22 @@ void mp_complete(struct mpath *m, struct mp_cmd *c, const struct iscsi_cmd_resul
 void mp_fail(struct mpath *m, struct mp_cmd *c, int err);
 int mp_thread_start(struct mpath *m);
 
+/* The path the next command takes: ALUA's best group among usable paths, then the selector; NULL if none.  Lock held. */
+struct mpath_path *mp_pick(struct mpath *m);
+
+/* What a completion means for the path it came back on. */
+enum mp_verdict {
+	MP_DELIVER,       /* the command's own result: to the caller */
+	MP_PATH_LOST,     /* handed back by a lost path: re-issue elsewhere */
+	MP_PATH_STATE,    /* ALUA: this path cannot do it now (standby, unavailable, transitioning) */
+	MP_STATES_CHANGED /* ALUA states changed (UNIT ATTENTION): re-read them, re-issue */
+};
+
+/*
+ * The verdict on res; for MP_PATH_STATE *alua_state gets the state the
+ * sense names (SPC-4 §5.15.2.4 / asc-num: NOT READY 04/0A transitioning,
+ * 04/0B standby, 04/0C unavailable).  Pure.
+ */
+enum mp_verdict mp_judge(const struct iscsi_cmd_result *res, int *alua_state);
+
 #endif
