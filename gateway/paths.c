@@ -140,7 +140,11 @@ static int check_path(void *arg, struct iscsi_session *s, int *alua, char *why, 
 
 /* ---- the path thread ---- */
 
-/* The output interface of the route to host (a numeric address; a name is not resolved here), or <= 0. */
+/*
+ * The output interface of the route to host:port (> 0; a name, not
+ * resolved here, gives 1), 0 when the kernel has no route to it, or a
+ * negative errno when the lookup itself failed.
+ */
 static int route_ifindex(void *arg, const char *host, unsigned port)
 {
 	(void)arg;
@@ -152,7 +156,11 @@ static int route_ifindex(void *arg, const char *host, unsigned port)
 	struct iscsi_route r;
 	int rc = iscsi_route_lookup(ai->ai_addr, &r);
 	freeaddrinfo(ai);
-	return rc ? rc : (r.local ? 1 : r.ifindex);
+	if (rc == -ENETUNREACH || rc == -EHOSTUNREACH || rc == -EACCES || rc == -EINVAL)
+		return 0; /* no route (or an unreachable, prohibit or blackhole one) */
+	if (rc)
+		return rc; /* the lookup itself failed: leave the path alone */
+	return r.ifindex > 0 ? r.ifindex : 1;
 }
 
 /* Whether the thread is to end (fired cancel token). */

@@ -139,10 +139,9 @@ uint32_t mpath_max_cmd_bytes(const struct mpath *m);
 struct iscsi_session *mpath_ctl_session(struct mpath *m);
 
 /*
- * The paths whose connection runs through interface ifindex (a link went
- * down, ifindex > 0) or whose portal host lost its route (ifindex 0:
- * every path whose route lookup now fails, see mpath_paths_route_check):
- * fail them now (iscsi_session_drop with reason).  Returns how many.
+ * The up paths whose route runs through interface ifindex (> 0: a link
+ * went down): fail them now (iscsi_session_drop with reason, a static
+ * string).  Returns how many.
  */
 int mpath_fail_ifindex(struct mpath *m, int ifindex, const char *reason);
 
@@ -155,8 +154,9 @@ void mpath_path_set_ifindex(struct mpath_path *p, int ifindex);
 /*
  * For each path: when lookup(arg, host, port) returns the interface index
  * of its route (> 0), a path that was down retries its connection at once
- * (iscsi_session_retry_now); when it returns <= 0 (no route), an up path is
- * failed (reason "route gone").  On the caller's thread (the netwatch
+ * (iscsi_session_retry_now); when it returns 0 (no route), an up path is
+ * failed (reason "route gone"); a negative return (the lookup failed)
+ * leaves the path as it is.  On the caller's thread (the netwatch
  * thread), no lock held while lookup runs.
  */
 void mpath_paths_route_check(struct mpath *m, int (*lookup)(void *arg, const char *host, unsigned port), void *arg);

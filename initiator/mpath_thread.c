@@ -235,6 +235,8 @@ void mpath_paths_route_check(struct mpath *m, int (*lookup)(void *arg, const cha
 		bool up = p->sess_up;
 		pthread_mutex_unlock(&m->lock);
 		int ifindex = lookup(arg, host, port);
+		if (ifindex < 0)
+			continue;
 		pthread_mutex_lock(&m->lock);
 		if (ifindex > 0)
 			p->ifindex = ifindex;
@@ -243,7 +245,7 @@ void mpath_paths_route_check(struct mpath *m, int (*lookup)(void *arg, const cha
 		pthread_mutex_unlock(&m->lock);
 		if (ifindex > 0 && !up)
 			iscsi_session_retry_now(s);
-		else if (ifindex <= 0 && up)
+		else if (ifindex == 0 && up)
 			iscsi_session_drop(s, "route gone");
 	}
 }
