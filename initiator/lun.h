@@ -55,7 +55,9 @@ struct iscsi_lun_info {
 int iscsi_report_luns(struct iscsi_session *s, void *buf, size_t buflen, uint16_t *luns, size_t max, size_t *count);
 
 /*
- * Probe one LUN.  For a non-disk device only lun/lun_field/inq are filled.
+ * Probe one LUN.  For a non-disk device only lun/lun_field/inq/tpgs are
+ * filled.  For a disk the VPD 0x83 page also gives have_tpg/tpg/rel_port
+ * (alua_port_ids, alua.h) from its first 8 designators.
  * buf: scratch payload buffer of buflen bytes (>= 4096).  Returns 0 or a
  * negative errno; UNIT ATTENTION and NOT READY (becoming ready) are retried.
  */

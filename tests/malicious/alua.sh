@@ -61,12 +61,13 @@ start_target() {
 }
 
 # open_path NAME PORT: alua_probe logged in through PORT, commands on fd of $work/NAME.in
-declare -A fd_of
+declare -A fd_of pid_of
 open_path() {
 	local name=$1 p=$2 fd
 	mkfifo "$work/$name.in"
 	"$probe" 127.0.0.1 "$p" "$iqn" 1 <"$work/$name.in" >"$work/$name.out" 2>"$work/$name.err" &
 	pids+=("$!")
+	pid_of[$name]=$!
 	exec {fd}>"$work/$name.in"
 	fd_of[$name]=$fd
 	echo 0 >"$work/$name.n"
@@ -87,6 +88,22 @@ ask() {
 		sleep 0.05
 	done
 	echo timeout
+}
+
+# close_path NAME: quit; the probe logs out and exits 0 within 10 s, without a sanitizer report
+close_path() {
+	local name=$1 rc=0
+	echo quit >&"${fd_of[$name]}"
+	exec {fd_of[$name]}>&-
+	timeout 10 tail --pid="${pid_of[$name]}" -f /dev/null || true
+	wait "${pid_of[$name]}" || rc=$?
+	check_eq "path $name: logged out, exit status" "$rc" 0
+	if grep -qE 'Sanitizer|runtime error' "$work/$name.err"; then
+		fail "path $name: no sanitizer report"
+	else
+		pass "path $name: no sanitizer report"
+	fi
+	note "$work/$name.err"
 }
 
 # set_states TEXT: replace the states file at once (a new inode, so the change is seen)
@@ -141,20 +158,15 @@ check_eq "path b: READ" "$(ask b read)" "good"
 set_states "1 unavailable" "2 ao"
 check_eq "path b, file rewritten with the same states: no UNIT ATTENTION" "$(ask b tur)" "good"
 
-for name in a b; do
-	echo quit >&"${fd_of[$name]}"
-	exec {fd_of[$name]}>&-
-done
-note "$work/a.err"
-note "$work/b.err"
+close_path a
+close_path b
 
 # A target without ALUA: TPGS 0, no TPG designator, REPORT TARGET PORT GROUPS unsupported
 if start_target plain; then
 	open_path c "$port"
 	check_eq "no ALUA: the probe" "$(ask c probe)" "tpgs 0 tpg - port - serial - devid -"
 	check_eq "no ALUA: REPORT TARGET PORT GROUPS is EOPNOTSUPP" "$(ask c query)" "error EOPNOTSUPP"
-	echo quit >&"${fd_of[c]}"
-	note "$work/c.err"
+	close_path c
 else
 	fail "fake target without --alua started"
 fi
