@@ -92,9 +92,9 @@ ask() {
 
 # close_path NAME: quit; the probe logs out and exits 0 within 10 s, without a sanitizer report
 close_path() {
-	local name=$1 rc=0
-	echo quit >&"${fd_of[$name]}"
-	exec {fd_of[$name]}>&-
+	local name=$1 rc=0 fd=${fd_of[$1]}
+	echo quit >&"$fd"
+	exec {fd}>&-
 	timeout 10 tail --pid="${pid_of[$name]}" -f /dev/null || true
 	wait "${pid_of[$name]}" || rc=$?
 	check_eq "path $name: logged out, exit status" "$rc" 0
