@@ -6,6 +6,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "alua.h"
 #include "clock.h"
 #include "log.h"
 
@@ -113,6 +114,7 @@ static void probe_vpd(struct iscsi_session *s, struct iscsi_lun_info *o, uint8_t
 				if (d[j].association == 0 && (d[j].type == SCSI_DESIG_NAA || d[j].type == SCSI_DESIG_EUI64 ||
 							      d[j].type == SCSI_DESIG_T10))
 					o->lu_desig[o->n_lu_desig++] = d[j];
+			o->have_tpg = alua_port_ids(d, nd, &o->tpg, &o->rel_port) == 0;
 		} else if (pg == 0xb0) {
 			o->have_block_limits = scsi_parse_vpd_block_limits(buf, got, &o->bl) == 0;
 		} else {
@@ -134,6 +136,7 @@ int iscsi_lun_probe(struct iscsi_session *s, uint16_t lun, void *vbuf, size_t bu
 		return rc;
 	if ((rc = scsi_parse_inquiry(buf, got, &o->inq)))
 		return rc;
+	o->tpgs = o->inq.tpgs;
 	if (o->inq.qualifier != 0 || o->inq.device_type != 0)
 		return 0;
 	/* TEST UNIT READY consumes the power-on UNIT ATTENTION. */

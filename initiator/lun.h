@@ -31,6 +31,15 @@ struct iscsi_lun_info {
 	/* VPD 0x83 logical-unit designators (association 0) of type NAA, EUI-64 and T10, in page order */
 	struct scsi_designator lu_desig[4];
 	size_t n_lu_desig;
+	/*
+	 * ALUA (SPC-4 §5.15): tpgs is the standard INQUIRY TPGS field (0 none,
+	 * 1 implicit, 2 explicit, 3 both; = inq.tpgs); have_tpg when VPD 0x83
+	 * named this path's target port group (association 1, type 5), tpg its
+	 * id and rel_port the relative target port (type 4, 0 if absent).
+	 */
+	uint8_t tpgs;
+	bool have_tpg;
+	uint16_t tpg, rel_port;
 };
 
 /*
@@ -46,7 +55,9 @@ struct iscsi_lun_info {
 int iscsi_report_luns(struct iscsi_session *s, void *buf, size_t buflen, uint16_t *luns, size_t max, size_t *count);
 
 /*
- * Probe one LUN.  For a non-disk device only lun/lun_field/inq are filled.
+ * Probe one LUN.  For a non-disk device only lun/lun_field/inq/tpgs are
+ * filled.  For a disk the VPD 0x83 page also gives have_tpg/tpg/rel_port
+ * (alua_port_ids, alua.h) from its first 8 designators.
  * buf: scratch payload buffer of buflen bytes (>= 4096).  Returns 0 or a
  * negative errno; UNIT ATTENTION and NOT READY (becoming ready) are retried.
  */

@@ -151,6 +151,15 @@ size_t scsi_cdb_mode_sense10(uint8_t cdb[SCSI_CDB_MAX], uint8_t page, uint8_t su
 	return n;
 }
 
+size_t scsi_cdb_report_tpgs(uint8_t cdb[SCSI_CDB_MAX], uint32_t alloc_len)
+{
+	size_t n = cdb_start(cdb, SCSI_OP_MAINTENANCE_IN, 12);
+
+	cdb[1] = 0x20 | 0x0a;    /* PARAMETER DATA FORMAT 001b, SERVICE ACTION: REPORT TARGET PORT GROUPS */
+	put_be32(cdb + 6, alloc_len);
+	return n;
+}
+
 /* ---- logical block provisioning ---- */
 
 size_t scsi_cdb_unmap(uint8_t cdb[SCSI_CDB_MAX], uint16_t param_len)
@@ -290,10 +299,18 @@ int scsi_parse_inquiry(const uint8_t *buf, size_t len, struct scsi_inquiry *out)
 	out->device_type = buf[0] & 0x1f;
 	out->removable = (buf[1] & 0x80) != 0;
 	out->version = buf[2];
+	out->tpgs = (uint8_t)scsi_inquiry_tpgs(buf, n);
 	copy_ascii(buf + 8, 8, out->vendor, sizeof(out->vendor), false);
 	copy_ascii(buf + 16, 16, out->product, sizeof(out->product), false);
 	copy_ascii(buf + 32, 4, out->revision, sizeof(out->revision), false);
 	return 0;
+}
+
+unsigned scsi_inquiry_tpgs(const uint8_t *buf, size_t len)
+{
+	if (!buf || len < 6)
+		return 0;
+	return (buf[5] >> 4) & 0x03u;
 }
 
 /* ---- VPD pages ---- */

@@ -65,6 +65,7 @@ enum scsi_opcode {
 	SCSI_OP_WRITE_SAME_16 = 0x93,
 	SCSI_OP_SERVICE_ACTION_IN_16 = 0x9e, /* READ CAPACITY(16) is SA 0x10, GET LBA STATUS SA 0x12 */
 	SCSI_OP_REPORT_LUNS = 0xa0,
+	SCSI_OP_MAINTENANCE_IN = 0xa3, /* REPORT TARGET PORT GROUPS is SA 0x0a */
 };
 
 /* Parsed sense data (SPC-4 §4.5) */
@@ -99,6 +100,13 @@ size_t scsi_cdb_sync_cache(uint8_t cdb[SCSI_CDB_MAX], bool use16, uint64_t lba, 
 /* MODE SENSE(6) / (10) (SPC-4 §6.11/§6.12), PC=current, DBD set; alloc_len in bytes. */
 size_t scsi_cdb_mode_sense6(uint8_t cdb[SCSI_CDB_MAX], uint8_t page, uint8_t subpage, uint8_t alloc_len);
 size_t scsi_cdb_mode_sense10(uint8_t cdb[SCSI_CDB_MAX], uint8_t page, uint8_t subpage, uint16_t alloc_len);
+/*
+ * REPORT TARGET PORT GROUPS (SPC-4 §6.36): MAINTENANCE IN (0xA3), service
+ * action 0x0A, PARAMETER DATA FORMAT 001b (the extended header, with the
+ * implicit transition time); alloc_len in bytes (>= 4).  12-byte CDB.
+ * Parsed by alua_parse_rtpg (alua.h).
+ */
+size_t scsi_cdb_report_tpgs(uint8_t cdb[SCSI_CDB_MAX], uint32_t alloc_len);
 
 /* ---- Logical block provisioning (SBC-3 §4.7) ---- */
 
@@ -161,10 +169,18 @@ struct scsi_inquiry {
 	uint8_t device_type;     /* peripheral device type (bits 4-0): 0 = disk, 0x0c = controller */
 	bool removable;
 	uint8_t version;
+	uint8_t tpgs;            /* TPGS (byte 5 bits 5-4): 0 no ALUA, 1 implicit, 2 explicit, 3 both */
 	char vendor[9], product[17], revision[5]; /* NUL-terminated, trailing spaces trimmed */
 };
 /* Standard INQUIRY data (SPC-4 §6.6.2); needs at least 36 bytes. */
 int scsi_parse_inquiry(const uint8_t *buf, size_t len, struct scsi_inquiry *out);
+/*
+ * The TPGS field of standard INQUIRY data (SPC-4 §6.6.2, byte 5 bits 5-4:
+ * target port group support, ALUA §5.15): 0 none, 1 implicit ALUA only,
+ * 2 explicit only, 3 both.  0 when fewer than 6 bytes are given (len
+ * valid bytes in buf, buf may be NULL then).
+ */
+unsigned scsi_inquiry_tpgs(const uint8_t *buf, size_t len);
 
 /* VPD 0x00 supported pages (SPC-4 §7.8.14): fills pages[] (up to max), sets *count. */
 int scsi_parse_vpd_supported(const uint8_t *buf, size_t len, uint8_t *pages, size_t max, size_t *count);

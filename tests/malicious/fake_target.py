@@ -2,7 +2,7 @@
 # SPDX-License-Identifier: MIT
 """A small scriptable iSCSI target (RFC 7143) that misbehaves on cue.
 
-    fake_target.py --port PORT [--misbehave NAME [--always]] [--log FILE]
+    fake_target.py --port PORT [--port2 PORT] [--alua FILE] [--misbehave NAME [--always]] [--log FILE]
     fake_target.py --dump OFFSET LENGTH     the disk's initial bytes, to stdout
     fake_target.py --list                   the misbehaviours, one per line
     fake_target.py --trigger NAME           what sets NAME off: login, probe, read, write,
@@ -20,6 +20,24 @@ With --event NAME it plays a target event on the first READ instead (see
 EVENTS): transient statuses the initiator must retry, or a capacity that
 grows with a UNIT ATTENTION.
 
+With --alua FILE it is an ALUA target (SPC-4 §5.15, implicit: TPGS 01b in
+standard INQUIRY) with two target port groups: the main portal (--port) is
+TPG 1 / relative target port 1, the second portal (--port2, by default a
+free one) TPG 2 / port 2, both presenting the same LU (VPD 0x80 serial, VPD
+0x83 NAA), each connection served on a thread of its own.  VPD 0x83 names
+the TPG (association 1, type 5) and relative target port (type 4) of the
+portal a connection came in on.  FILE holds the states, one "TPG STATE"
+line each (STATE a number or ao, ano, standby, unavailable, lbd, offline,
+transitioning; "#" starts a comment; a TPG not named is active/optimized),
+and is read again whenever its mtime, size or inode changed, at every
+command.  REPORT TARGET PORT GROUPS answers both TPGs with those states
+(length-only or extended header, as asked).  When a state changed since a
+connection last saw the states, the next command on it for LUN 1 (other
+than INQUIRY) gets CHECK CONDITION, UNIT ATTENTION, ASYMMETRIC ACCESS STATE
+CHANGED (2Ah/06h), once.  READ and WRITE through a TPG in standby get NOT
+READY 04h/0Bh, unavailable or offline 04h/0Ch, transitioning 04h/0Ah.
+Without --alua, TPGS is 0 and MAINTENANCE IN is an invalid opcode (20h/00h).
+
 With --misbehave NAME it breaks the protocol once: in the login for the
 login_* names, in READ CAPACITY for capacity_overflow, otherwise on the
 first READ or WRITE command (see TRIGGER).  After that it serves normally
@@ -29,8 +47,10 @@ Standard library only.
 import argparse
 import random
 import select
+import os
 import socket
 import sys
+import threading
 import time
 
 IQN = "iqn.2026-11.org.example:malicious"
@@ -156,6 +176,75 @@ EVENTS = {
 }
 EVENT_STATE = {"reads": 0, "writes": 0, "t0": None}
 
+# --alua FILE: asymmetric access states (SPC-4 §6.36.2), read from FILE.
+ALUA_STATES = {"ao": 0x0, "ano": 0x1, "standby": 0x2, "unavailable": 0x3, "lbd": 0x4, "offline": 0xE,
+               "transitioning": 0xF}
+ALUA_TPGS = (1, 2)                # TPG n is relative target port n: the main portal 1, the second 2
+ALUA_IMPLICIT_TRANSITION_S = 5
+ALUA_SERIAL = b"FAKE0001"
+ALUA_NAA = bytes.fromhex("6001405fa4e0000100000000000000a1")  # NAA 6, the same through both portals
+ALUA = {"file": "", "key": None, "states": {}, "lock": threading.Lock()}
+# The NOT READY sense of READ and WRITE through a TPG in a state that does not process them.
+ALUA_NOT_READY = {0x2: (0x04, 0x0B), 0x3: (0x04, 0x0C), 0xE: (0x04, 0x0C), 0xF: (0x04, 0x0A)}
+
+
+def alua_states():
+    """The states {tpg: state} from --alua FILE, read again when it changed (mtime, size, inode)."""
+    with ALUA["lock"]:
+        try:
+            st = os.stat(ALUA["file"])
+            key = (st.st_mtime_ns, st.st_size, st.st_ino)
+        except OSError:
+            key = None
+        if key != ALUA["key"] or not ALUA["states"]:
+            states = {t: 0 for t in ALUA_TPGS}
+            try:
+                with open(ALUA["file"]) as f:
+                    for line in f:
+                        words = line.split("#", 1)[0].split()
+                        if len(words) != 2:
+                            continue
+                        tpg, name = words
+                        v = ALUA_STATES.get(name.lower())
+                        if v is None:
+                            v = int(name, 0) & 0xF
+                        if int(tpg) in states:
+                            states[int(tpg)] = v
+            except (OSError, ValueError) as e:
+                log("--alua %s: %s (keeping the states)" % (ALUA["file"], e))
+                states = ALUA["states"] or states
+            if states != ALUA["states"]:
+                log("ALUA states: %s" % " ".join("%d=0x%x" % kv for kv in sorted(states.items())))
+            ALUA["key"] = key
+            ALUA["states"] = states
+        return dict(ALUA["states"])
+
+
+def alua_rtpg(cdb):
+    """REPORT TARGET PORT GROUPS parameter data for both TPGs, in the format the CDB asks for."""
+    states = alua_states()
+    desc = b""
+    for tpg in ALUA_TPGS:
+        # state; T_SUP|U_SUP|S_SUP|AN_SUP|AO_SUP; TPG; status code 2 (implicit); one target port
+        desc += bytes([states[tpg], 0x8F]) + tpg.to_bytes(2, "big") + bytes([0, 2, 0, 1])
+        desc += bytes(2) + tpg.to_bytes(2, "big")
+    if cdb[1] >> 5 == 1:
+        body = bytes([0x10, ALUA_IMPLICIT_TRANSITION_S, 0, 0]) + desc
+    else:
+        body = desc
+    return len(body).to_bytes(4, "big") + body
+
+
+def alua_vpd83(tpg):
+    """VPD 0x83: the LU's NAA and T10 vendor id, then this portal's relative target port and TPG."""
+    d = bytes([0x01, 0x03, 0, len(ALUA_NAA)]) + ALUA_NAA
+    t10 = b"FAKE    " + ALUA_SERIAL
+    d += bytes([0x02, 0x01, 0, len(t10)]) + t10
+    # iSCSI protocol id 5, binary, PIV, association 1 (target port), type 4 / 5
+    d += bytes([0x51, 0x94, 0, 4]) + tpg.to_bytes(4, "big")
+    d += bytes([0x51, 0x95, 0, 4]) + tpg.to_bytes(4, "big")
+    return bytes([0, 0x83]) + len(d).to_bytes(2, "big") + d
+
 
 def disk_pattern():
     return bytearray(random.Random(20261130).randbytes(BLOCK * NBLOCKS))
@@ -200,8 +289,10 @@ def lun_field(lun):
 
 
 class Conn:
-    def __init__(self, sock, disk, misbehave, event=""):
+    def __init__(self, sock, disk, misbehave, event="", tpg=1):
         self.event = event
+        self.tpg = tpg                              # --alua: the TPG of the portal it came in on
+        self.alua_seen = alua_states() if ALUA["file"] else None
         self.s = sock
         self.disk = disk
         self.mis = misbehave
@@ -555,6 +646,8 @@ class Conn:
                 body = alloc.to_bytes(4, "big") + body[4:]  # the list "needs" alloc + 8 bytes
             self.send_read_data(itt, lun, edtl, body[:alloc])
             return
+        if lun == lun_field(LUN_ID) and self.alua_seen is not None and self.alua_cmd(itt, lun, edtl, op, cdb):
+            return
         if lun != lun_field(LUN_ID):
             if op == 0x12:
                 inq = bytearray(36)
@@ -566,6 +659,12 @@ class Conn:
         if op == 0x12:  # INQUIRY
             alloc = int.from_bytes(cdb[3:5], "big")
             if cdb[1] & 1:
+                if self.alua_seen is not None and cdb[2] in (0x00, 0x80, 0x83):
+                    body = {0x00: bytes([0, 0x00, 0, 3, 0x00, 0x80, 0x83]),
+                            0x80: bytes([0, 0x80, 0, len(ALUA_SERIAL)]) + ALUA_SERIAL,
+                            0x83: alua_vpd83(self.tpg)}[cdb[2]]
+                    self.send_read_data(itt, lun, edtl, body[:alloc])
+                    return
                 if cdb[2] != 0x00:
                     self.check(itt, 0x05, 0x24, 0x00)
                     return
@@ -576,6 +675,8 @@ class Conn:
                 inq[2] = 0x05
                 inq[3] = 0x02
                 inq[4] = 96 - 5
+                if self.alua_seen is not None:
+                    inq[5] = 0x10  # TPGS 01b: implicit ALUA
                 inq[7] = 0x02  # CmdQue
                 inq[8:16] = b"FAKE    "
                 inq[16:32] = b"MALICIOUS DISK  "
@@ -651,6 +752,24 @@ class Conn:
             self.write_progress(w)
         else:
             self.check(itt, 0x05, 0x20, 0x00)
+
+    def alua_cmd(self, itt, lun, edtl, op, cdb):
+        """--alua: the UNIT ATTENTION of a state change, RTPG, NOT READY for READ/WRITE; True when answered."""
+        states = alua_states()
+        if states != self.alua_seen and op != 0x12:
+            log("TPG %d connection: ASYMMETRIC ACCESS STATE CHANGED (%s)" % (
+                self.tpg, " ".join("%d=0x%x" % kv for kv in sorted(states.items()))))
+            self.alua_seen = states
+            self.check(itt, 0x06, 0x2A, 0x06)
+            return True
+        if op == 0xA3 and (cdb[1] & 0x1F) == 0x0A:  # MAINTENANCE IN: REPORT TARGET PORT GROUPS
+            self.send_read_data(itt, lun, edtl, alua_rtpg(cdb)[:int.from_bytes(cdb[6:10], "big")])
+            return True
+        sense = ALUA_NOT_READY.get(states[self.tpg])
+        if sense and op in (0x28, 0x88, 0x2A, 0x8A):
+            self.check(itt, 0x02, sense[0], sense[1])
+            return True
+        return False
 
     def event_read(self, itt):
         """Play --event on a READ; True when it answered the command."""
@@ -953,6 +1072,19 @@ class Conn:
             sn += 1
 
 
+def serve_thread(c, sock, peer):
+    """--alua: one connection on a thread of its own (no misbehaviour)."""
+    try:
+        c.login()
+        log("logged in from %s:%d (TPG %d)" % (peer[0], peer[1], c.tpg))
+        c.serve()
+    except (Closed, ConnectionError, BrokenPipeError, OSError):
+        pass
+    finally:
+        sock.close()
+        log("connection closed (TPG %d)" % c.tpg)
+
+
 def main():
     ap = argparse.ArgumentParser(description="scriptable misbehaving iSCSI target")
     ap.add_argument("--port", type=int)
@@ -962,6 +1094,8 @@ def main():
     ap.add_argument("--list", action="store_true")
     ap.add_argument("--event", default="", choices=[""] + list(EVENTS))
     ap.add_argument("--trigger", metavar="NAME", help="print what triggers misbehaviour NAME")
+    ap.add_argument("--port2", type=int, default=0, help="the second portal's port (default: a free one)")
+    ap.add_argument("--alua", metavar="FILE", default="", help="an ALUA target, the TPG states in FILE")
     args = ap.parse_args()
     if args.list:
         print("\n".join(TRIGGER))
@@ -978,6 +1112,8 @@ def main():
         ap.error("--port is required")
     if args.misbehave and args.misbehave not in TRIGGER and args.misbehave not in GAPS:
         ap.error("unknown misbehaviour %s" % args.misbehave)
+    if args.alua and (args.misbehave or args.event):
+        ap.error("--alua serves without --misbehave and --event")
     disk = disk_pattern()
     ls = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
     ls.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
@@ -985,11 +1121,16 @@ def main():
     ls.listen(4)
     # A second portal, where the login_redirect_* scenarios send the initiator.
     ls2 = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-    ls2.bind(("127.0.0.1", 0))
+    ls2.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    ls2.bind(("127.0.0.1", args.port2))
     ls2.listen(4)
     STATE["port2"] = ls2.getsockname()[1]
     log("listening on 127.0.0.1:%d (and :%d), misbehaviour %s" % (args.port, STATE["port2"],
                                                                     args.misbehave or "none"))
+    if args.alua:
+        ALUA["file"] = args.alua
+        alua_states()
+        log("ALUA: TPG 1 on :%d, TPG 2 on :%d, states from %s" % (args.port, STATE["port2"], args.alua))
     misbehave = args.misbehave
     listening = [ls, ls2]
     while True:
@@ -1001,7 +1142,11 @@ def main():
         sock, peer = ready[0].accept()
         log("connection on port %d" % sock.getsockname()[1])
         sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-        c = Conn(sock, disk, misbehave, args.event)
+        c = Conn(sock, disk, misbehave, args.event, tpg=1 if ready[0] is ls else 2)
+        if args.alua:
+            # every connection at once, as a multipath initiator has them
+            threading.Thread(target=serve_thread, args=(c, sock, peer), daemon=True).start()
+            continue
         try:
             c.login()
             log("logged in from %s:%d" % peer)
