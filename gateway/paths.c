@@ -20,6 +20,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "../initiator/alua.h"
 #include "../initiator/cancel.h"
 #include "../initiator/discovery.h"
 #include "../initiator/lun_ident.h"
@@ -107,11 +108,35 @@ bool gw_path_same_lun(const struct gw_lun *l, const struct iscsi_lun_info *info,
 	return iscsi_lun_ident_same(&a, &b, why, cap);
 }
 
-/* mpath's check_path: every mounted LUN, probed through s, must be the same device. */
+/*
+ * The ALUA state of this path's target port group (info->tpg, from VPD
+ * 0x83 through s) in REPORT TARGET PORT GROUPS (SPC-4 §6.36); ALUA_NONE
+ * when the target does not answer it or does not list the group.
+ */
+static int path_alua_state(struct iscsi_session *s, const struct iscsi_lun_info *info, void *buf, size_t buflen)
+{
+	struct alua_tpg tpgs[16];
+	size_t n = 0;
+	int rc = iscsi_alua_query(s, info->lun_field, buf, buflen, tpgs, 16, &n);
+	if (rc) {
+		log_debug("LUN %u: REPORT TARGET PORT GROUPS: %s", info->lun, strerror(-rc));
+		return ALUA_NONE;
+	}
+	for (size_t i = 0; i < n; i++)
+		if (tpgs[i].tpg == info->tpg)
+			return tpgs[i].state;
+	return ALUA_NONE;
+}
+
+/*
+ * mpath's check_path: every mounted LUN, probed through s, must be the
+ * same device; the path's ALUA state is its target port group's, read
+ * through the first LUN that reports one.
+ */
 static int check_path(void *arg, struct iscsi_session *s, int *alua, char *why, size_t cap)
 {
 	struct gw *g = arg;
-	*alua = 0x100; /* ALUA_NONE */
+	*alua = ALUA_NONE;
 	size_t buflen = buf_pool_slice_size(g->pool);
 	void *buf = malloc(buflen);
 	struct iscsi_lun_info *info = malloc(sizeof(*info));
@@ -131,6 +156,8 @@ static int check_path(void *arg, struct iscsi_session *s, int *alua, char *why, 
 		} else if (!gw_path_same_lun(l, info, diff, sizeof(diff))) {
 			snprintf(why, cap, "LUN %u is another device (%s)", l->info.lun, diff);
 			rc = -ENODEV;
+		} else if (*alua == ALUA_NONE && info->tpgs && info->have_tpg) {
+			*alua = path_alua_state(s, info, buf, buflen);
 		}
 	}
 	free(info);

@@ -13,22 +13,13 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "alua.h"
 #include "clock.h"
 #include "log.h"
 
-/* ALUA states (SPC-4 §6.36, REPORT TARGET PORT GROUPS) as far as path choice needs them. */
 int mp_alua_rank(int state)
 {
-	switch (state) {
-	case 0:               /* active/optimized */
-	case MP_ALUA_NONE:    /* no ALUA: every path is as good */
-		return 0;
-	case 1:               /* active/non-optimized */
-	case 4:               /* LBA dependent */
-		return 1;
-	default:              /* standby, unavailable, offline, transitioning: no commands */
-		return MP_RANK_UNUSABLE;
-	}
+	return alua_state_rank(state);
 }
 
 bool mp_usable(const struct mpath_path *p)
@@ -165,18 +156,21 @@ enum mp_verdict mp_judge(const struct iscsi_cmd_result *res, int *alua_state)
 	default:
 		return MP_DELIVER;
 	}
-	if (res->status != 0x02 || !res->has_sense) /* CHECK CONDITION */
+	if (res->status != SCSI_STATUS_CHECK_CONDITION || !res->has_sense)
 		return MP_DELIVER;
 	const struct scsi_sense *s = &res->sense;
-	if (s->key == SCSI_SK_NOT_READY && s->asc == 0x04) {
-		switch (s->ascq) {
-		case 0x0a: *alua_state = 0x0f; return MP_PATH_STATE; /* asymmetric access state transition */
-		case 0x0b: *alua_state = 0x02; return MP_PATH_STATE; /* target port in standby state */
-		case 0x0c: *alua_state = 0x03; return MP_PATH_STATE; /* target port in unavailable state */
-		}
+	switch (alua_classify_sense(s)) {
+	case ALUA_SENSE_TRANSITIONING:
+		*alua_state = ALUA_TRANSITIONING;
+		return MP_PATH_STATE;
+	case ALUA_SENSE_PATH:
+		*alua_state = s->ascq == 0x0b ? ALUA_STANDBY : ALUA_UNAVAILABLE;
+		return MP_PATH_STATE;
+	case ALUA_SENSE_CHANGED:
+		return MP_STATES_CHANGED;
+	case ALUA_SENSE_OTHER:
+		break;
 	}
-	if (s->key == SCSI_SK_UNIT_ATTENTION && s->asc == 0x2a && (s->ascq == 0x06 || s->ascq == 0x07))
-		return MP_STATES_CHANGED; /* asymmetric access state changed / implicit transition failed */
 	return MP_DELIVER;
 }
 

@@ -13,8 +13,8 @@
 
 #include "mpath.h"
 
-#define MP_ALUA_NONE 0x100       /* no ALUA, or not known: as good as active/optimized */
-#define MP_RANK_UNUSABLE 9
+#define MP_ALUA_NONE 0x100       /* ALUA_NONE (alua.h): no ALUA, or not known: as good as active/optimized */
+#define MP_RANK_UNUSABLE 9        /* alua_state_rank of a state that takes no commands */
 #define MP_TRIES_MAX 16          /* re-issues of one command before its last error is delivered */
 #define MP_RECHECK_MS 1000       /* a path not usable for its ALUA state or a failed check is checked again this often */
 

@@ -11,23 +11,14 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "alua.h"
 #include "clock.h"
 #include "log.h"
 #include "thread.h"
 
 const char *mpath_alua_name(int state)
 {
-	switch (state) {
-	case 0: return "active/optimized";
-	case 1: return "active/non-optimized";
-	case 2: return "standby";
-	case 3: return "unavailable";
-	case 4: return "lba-dependent";
-	case 0xe: return "offline";
-	case 0xf: return "transitioning";
-	case MP_ALUA_NONE: return "none";
-	default: return "reserved";
-	}
+	return alua_state_name(state);
 }
 
 /*
@@ -146,7 +137,9 @@ static void *mp_thread(void *arg)
 		bool checked = false;
 		for (size_t i = 0; i < m->npaths && !checked; i++) {
 			struct mpath_path *p = &m->paths[i];
-			if (p->state != MP_SLOT_READY || !p->sess_up || (p->checked && !p->recheck))
+			/* also, every MP_RECHECK_MS, a path its ALUA state keeps out (standby may become active) */
+			bool parked = p->checked && mp_alua_rank(p->alua) >= MP_RANK_UNUSABLE;
+			if (p->state != MP_SLOT_READY || !p->sess_up || (p->checked && !p->recheck && !parked))
 				continue;
 			if (!p->checked && !m->multi) { /* one path: the session's own recovery, as without multipath */
 				p->checked = true;
