@@ -286,30 +286,53 @@ static void discover_portals(struct gw_paths *P)
 	iscsi_disc_list_free(&list);
 }
 
-/* The path thread: every other path once, then the ones that failed every PATH_RETRY_MS until stop. */
+/*
+ * Open the sessions still pending on each portal of P's list (index
+ * nportals: the URL's portal); a portal that fails keeps its count.
+ * Returns whether any is left.
+ */
+static bool open_pending(struct gw *g, struct gw_paths *P, unsigned *pending)
+{
+	bool left = false;
+	for (size_t i = 0; i <= P->nportals && !stopping(P); i++) {
+		const char *host = i < P->nportals ? P->portals[i].host : P->sc.host;
+		unsigned port = i < P->nportals ? P->portals[i].port : P->sc.port;
+		while (pending[i] && !stopping(P)) {
+			if (open_path(g, P, host, port))
+				break;
+			pending[i]--;
+		}
+		left = left || pending[i];
+	}
+	return left;
+}
+
+/*
+ * The path thread: the given portals and the URL's extra sessions first,
+ * then the portals SendTargets reports, then every PATH_RETRY_MS the ones
+ * that failed, until all are open or the stop.
+ */
 static void *path_thread(void *arg)
 {
 	struct gw *g = arg;
 	struct gw_paths *P = g->paths;
 	iscsi_cancel_bind(P->cancel_fd);
-	discover_portals(P);
-	/* pending[i]: sessions still to open on portal i (index nportals: the URL's portal) */
-	unsigned pending[PORTALS_MAX + 1];
-	for (size_t i = 0; i < P->nportals; i++)
+	unsigned pending[PORTALS_MAX + 1]; /* sessions still to open per portal; [nportals]: the URL's */
+	size_t given = P->nportals;
+	for (size_t i = 0; i < given; i++)
 		pending[i] = P->sessions;
-	pending[P->nportals] = P->sessions - 1;
+	unsigned url_left = P->sessions - 1;
+	/* the URL's portal moves to the end of the list once discovery added to it */
+	pending[given] = url_left;
+	open_pending(g, P, pending);
+	url_left = pending[given];
+	if (!stopping(P))
+		discover_portals(P);
+	for (size_t i = given; i < P->nportals; i++)
+		pending[i] = P->sessions;
+	pending[P->nportals] = url_left;
 	for (;;) {
-		bool left = false;
-		for (size_t i = 0; i <= P->nportals && !stopping(P); i++) {
-			const char *host = i < P->nportals ? P->portals[i].host : P->sc.host;
-			unsigned port = i < P->nportals ? P->portals[i].port : P->sc.port;
-			while (pending[i] && !stopping(P)) {
-				if (open_path(g, P, host, port))
-					break;
-				pending[i]--;
-			}
-			left = left || pending[i];
-		}
+		bool left = open_pending(g, P, pending);
 		struct pollfd p = {.fd = P->cancel_fd, .events = POLLIN};
 		if (!left || poll(&p, 1, PATH_RETRY_MS) != 0)
 			break;
@@ -403,6 +426,11 @@ int gw_paths_start(struct gw *g, struct iser_ctx *iser)
 	if (!P)
 		return 0;
 	P->iser = iser;
+	for (size_t i = 0, n = gw_nluns(g); i < n; i++)
+		if (g->luns[i].info.tpgs && g->luns[i].info.have_tpg) {
+			mpath_path_recheck(P->first); /* its ALUA state, now that there are LUNs to ask */
+			break;
+		}
 	int rc = netwatch_start(on_net, g, &P->nw);
 	if (rc)
 		log_warn("multipath: no link and route events (%s): a lost path is noticed by its NOP-Out pings",

@@ -338,6 +338,15 @@ struct mpath_path *mpath_path_new(struct mpath *m, const char *host, unsigned po
 	return p;
 }
 
+void mpath_path_recheck(struct mpath_path *p)
+{
+	pthread_mutex_lock(&p->m->lock);
+	p->recheck = true;
+	p->next_check_ms = 0;
+	pthread_cond_signal(&p->m->thread_cv);
+	pthread_mutex_unlock(&p->m->lock);
+}
+
 void mpath_path_discard(struct mpath_path *p)
 {
 	pthread_mutex_lock(&p->m->lock);

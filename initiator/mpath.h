@@ -115,6 +115,9 @@ void mpath_path_state_hook(void *arg, bool up);
  */
 int mpath_path_attach(struct mpath_path *p, struct iscsi_session *s, const char *transport);
 
+/* Run check_path on slot p again soon (its ALUA state is to be read again).  Any thread. */
+void mpath_path_recheck(struct mpath_path *p);
+
 /* The open failed: the slot is dropped. */
 void mpath_path_discard(struct mpath_path *p);
 

@@ -555,6 +555,15 @@ class Conn:
                 self.send(r)
                 log("logout")
                 raise Closed()
+            elif op == OP_TEXT_REQ and b"SendTargets=" in data:
+                # SendTargets (RFC 7143 Appendix C): this target and the portal the connection came in on
+                port = self.s.getsockname()[1]
+                text = ("TargetName=%s\0TargetAddress=127.0.0.1:%d,1\0" % (IQN, port)).encode()
+                r = bhs(OP_TEXT_RSP, 0x80, len(text), 0, itt)
+                r[20:24] = RESERVED.to_bytes(4, "big")
+                self.sn_fields(r)
+                self.send(r, text)
+                log("SendTargets answered")
             elif op == OP_TMF_REQ and getattr(self, "ignore_tmf", False):
                 log("ignoring task management function %d" % (h[1] & 0x7F))
             elif op == OP_TMF_REQ:
