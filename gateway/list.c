@@ -15,6 +15,7 @@
 #include <strings.h>
 #include <unistd.h>
 
+#include "../initiator/alua.h"
 #include "../initiator/discovery.h"
 #include "../initiator/iser.h"
 #include "../initiator/log.h"
@@ -143,6 +144,28 @@ static void print_lun(const struct iscsi_lun_info *info)
 	out(", id %s\n", info->devid[0] ? info->devid : "-");
 }
 
+/*
+ * The ALUA state of the portal's target port group for one LUN (REPORT
+ * TARGET PORT GROUPS, SPC-4 §6.36): "    ALUA: target port group N,
+ * STATE" (every group's state when the query fails to list ours).
+ */
+static void print_alua(struct iscsi_session *s, const struct iscsi_lun_info *info, void *buf, size_t len)
+{
+	struct alua_tpg tpgs[16];
+	size_t n = 0;
+	int rc = iscsi_alua_query(s, info->lun_field, buf, len, tpgs, 16, &n);
+	if (rc) {
+		out("    ALUA: target port group %u, REPORT TARGET PORT GROUPS failed: %s\n", info->tpg, strerror(-rc));
+		return;
+	}
+	for (size_t i = 0; i < n; i++)
+		if (tpgs[i].tpg == info->tpg) {
+			out("    ALUA: target port group %u, %s\n", info->tpg, alua_state_name(tpgs[i].state));
+			return;
+		}
+	out("    ALUA: target port group %u, not reported\n", info->tpg);
+}
+
 /* Log in to one target through one portal and print its LUNs.  Failures are printed, not returned. */
 static void list_portal(const char *target, const struct iscsi_portal *portal, const char *initiator_name,
 			const struct iscsi_chap_creds *creds, int timeout_ms, struct buf_pool *pool)
@@ -202,10 +225,13 @@ static void list_portal(const char *target, const struct iscsi_portal *portal, c
 			seen = true;
 			progress("%s: probing LUN %u ...", progress_target, luns[i]);
 			rc = iscsi_lun_probe(s, luns[i], scratch, slen, &info);
-			if (rc)
+			if (rc) {
 				out("  Lun %u: probe failed: %s\n", luns[i], strerror(-rc));
-			else
-				print_lun(&info);
+				continue;
+			}
+			print_lun(&info);
+			if (info.tpgs && info.have_tpg)
+				print_alua(s, &info, scratch, slen);
 		}
 		if (list_lun >= 0 && !seen)
 			out("  Lun %d: not reported by the target (REPORT LUNS)\n", list_lun);
