@@ -301,10 +301,7 @@ class Conn:
         self.statsn = 0x1000
         self.expcmdsn = 1
         self.window = 32
-        if STATE.get("window_closed_logins", 0) > 0:
-            STATE["window_closed_logins"] -= 1
-            self.window = 0
-            log("window closed from the login on (%d more)" % STATE["window_closed_logins"])
+        self.discovery = False
         self.writes = {}      # ITT -> write state
         self.pings = {}       # TTT of a NOP-In -> its ping data, echoed in the NOP-Out
         self.ttt = 0x100
@@ -401,6 +398,13 @@ class Conn:
                 names = dict(keys)
                 if names.get("TargetName", IQN) != IQN:
                     status = (2, 3)
+                # a discovery session (SendTargets) never takes a normal session's misbehaviour
+                self.discovery = names.get("SessionType") == "Discovery"
+                if not self.discovery and STATE.get("window_closed_logins", 0) > 0 and "window" not in stage_done:
+                    stage_done["window"] = True
+                    STATE["window_closed_logins"] -= 1
+                    self.window = 0
+                    log("window closed from the login on (%d more)" % STATE["window_closed_logins"])
             elif csg == 1:
                 offered = dict(keys)
                 for k, v in keys:
