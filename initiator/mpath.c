@@ -127,7 +127,6 @@ int mp_dispatch(struct mpath *m, struct mp_cmd *c)
 		struct iscsi_cmd cmd = c->cmd;
 		cmd.cb = mp_done;
 		cmd.arg = c;
-		c->sent_us = clk_now_us();
 		int rc = iscsi_session_submit(s, &cmd);
 		if (rc == 0)
 			return 0;

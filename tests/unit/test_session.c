@@ -62,6 +62,7 @@ struct fconn {
 	pthread_mutex_t m;
 	pthread_cond_t cv;
 	bool kicked, stop;
+	bool aborted;              /* the abort op was called: the thread drops the connection (-ENETDOWN) */
 };
 
 static const struct iscsi_transport_ops fake_ops;
@@ -145,11 +146,15 @@ static void *f_thread(void *arg)
 	int64_t next_tick = iscsi_now_ms() + 100;
 	for (;;) {
 		pthread_mutex_lock(&c->m);
-		bool stop = c->stop;
+		bool stop = c->stop, aborted = c->aborted;
 		c->kicked = false;
 		pthread_mutex_unlock(&c->m);
 		if (stop)
 			break;
+		if (aborted) {
+			err = -ENETDOWN;
+			break;
+		}
 		if (iscsi_now_ms() >= next_tick) {
 			next_tick = iscsi_now_ms() + 100;
 			if ((err = c->hooks->tick(c->sess, iscsi_now_ms())))
@@ -262,6 +267,15 @@ static void f_kick(struct iscsi_transport *t)
 	pthread_mutex_unlock(&c->m);
 }
 
+static void f_abort(struct iscsi_transport *t)
+{
+	struct fconn *c = (struct fconn *)t;
+	pthread_mutex_lock(&c->m);
+	c->aborted = true;
+	pthread_cond_signal(&c->cv);
+	pthread_mutex_unlock(&c->m);
+}
+
 static void f_shutdown(struct iscsi_transport *t)
 {
 	struct fconn *c = (struct fconn *)t;
@@ -293,6 +307,7 @@ static const struct iscsi_transport_ops fake_ops = {
 	.recv_pdu = f_recv,
 	.start = f_start,
 	.kick = f_kick,
+	.abort = f_abort,
 	.shutdown = f_shutdown,
 	.destroy = f_destroy,
 };
@@ -735,4 +750,100 @@ Test(session, recovery_back_off_sleeps)
 	iscsi_session_close(s, 100);
 	cr_assert_eq(calls(0), 1);
 	cr_assert_eq(done.err[0], -ECONNABORTED);
+}
+
+/* ---- the controls a multipath layer uses (session_path.c) ---- */
+
+static struct {
+	pthread_mutex_t m;
+	int downs, ups;
+} path_events = {.m = PTHREAD_MUTEX_INITIALIZER};
+
+static void on_path_state(void *arg, bool up)
+{
+	(void)arg;
+	pthread_mutex_lock(&path_events.m);
+	if (up)
+		path_events.ups++;
+	else
+		path_events.downs++;
+	pthread_mutex_unlock(&path_events.m);
+}
+
+static int ups(void)
+{
+	pthread_mutex_lock(&path_events.m);
+	int n = path_events.ups;
+	pthread_mutex_unlock(&path_events.m);
+	return n;
+}
+
+static int conns_made(struct world *w)
+{
+	pthread_mutex_lock(&w->m);
+	int n = w->conns;
+	pthread_mutex_unlock(&w->m);
+	return n;
+}
+
+Test(session, drop_hands_commands_back_at_once_with_replacement_zero)
+{
+	struct world w;
+	init_world(&w); /* commands are never answered: they stay in flight */
+	struct iscsi_session_config cfg = config(&w, 60000);
+	cfg.on_path_state = on_path_state;
+	path_events.downs = path_events.ups = 0;
+	struct iscsi_session *s = NULL;
+	char err[256] = "";
+	cr_assert_eq(iscsi_session_open(&cfg, &s, err, sizeof(err)), 0, "%s", err);
+	cr_assert(iscsi_session_up(s));
+	cr_assert_eq(submit(s, 0), 0);
+	cr_assert_eq(submit(s, 1), 0);
+	usleep(50000);
+	iscsi_session_set_replacement_timeout(s, 0);
+	int64_t t0 = clk_now_ms();
+	iscsi_session_drop(s, "link down");
+	cr_assert(wait_done(2), "the commands in flight were not handed back");
+	int64_t took = clk_now_ms() - t0;
+	cr_assert_lt(took, 500, "handed back after %lld ms", (long long)took);
+	cr_assert_eq(done.err[0], -ETIMEDOUT);
+	cr_assert_eq(done.err[1], -ETIMEDOUT);
+	pthread_mutex_lock(&path_events.m);
+	cr_assert_geq(path_events.downs, 1);
+	pthread_mutex_unlock(&path_events.m);
+	for (int i = 0; i < 200 && !ups(); i++) /* reinstated in the background */
+		usleep(10000);
+	cr_assert_eq(ups(), 1);
+	cr_assert(iscsi_session_up(s));
+	cr_assert_eq(conns_made(&w), 2);
+	iscsi_session_close(s, 100);
+}
+
+Test(session, retry_now_ends_the_back_off)
+{
+	struct world w;
+	init_world(&w);
+	struct iscsi_session_config cfg = config(&w, 60000);
+	cfg.on_path_state = on_path_state;
+	path_events.downs = path_events.ups = 0;
+	struct iscsi_session *s = NULL;
+	char err[256] = "";
+	cr_assert_eq(iscsi_session_open(&cfg, &s, err, sizeof(err)), 0, "%s", err);
+	pthread_mutex_lock(&w.m);
+	w.refuse = -1; /* the route is gone: every reconnect fails */
+	pthread_mutex_unlock(&w.m);
+	iscsi_session_drop(s, "link down");
+	usleep(1200000); /* attempts at 0, ~250, ~750 ms: the next is about a second away */
+	cr_assert(!iscsi_session_up(s));
+	pthread_mutex_lock(&w.m);
+	w.refuse = 0; /* the route is back */
+	pthread_mutex_unlock(&w.m);
+	int64_t t0 = clk_now_ms();
+	iscsi_session_retry_now(s);
+	for (int i = 0; i < 300 && !ups(); i++)
+		usleep(2000);
+	int64_t took = clk_now_ms() - t0;
+	cr_assert_eq(ups(), 1);
+	cr_assert_lt(took, 200, "reinstated %lld ms after retry_now: the back-off was not cut", (long long)took);
+	iscsi_session_close(s, 100);
 }
