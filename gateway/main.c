@@ -404,7 +404,7 @@ static int mount_files(struct mount *m)
 		fprintf(stderr, "iserfuse: cannot set up the block cache: %s\n", strerror(-rc));
 		return -1;
 	}
-	gw_paths_start(g, m->iser); /* the other paths, checked against these LUNs, in the background */
+	gw_paths_start(g, m->iser, m->tmode == GW_TRANSPORT_ISER); /* the other paths, checked against these LUNs, in the background */
 	return 0;
 }
 

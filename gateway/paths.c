@@ -38,6 +38,7 @@ struct gw_paths {
 	struct mpath_path *first;
 	struct iscsi_session_config sc; /* the first session's configuration, CHAP included: wiped at stop */
 	struct iser_ctx *iser;      /* the first path's iSER context (its pool registration), NULL over TCP */
+	bool iser_only;             /* -o transport=iser: no path falls back to TCP */
 	unsigned sessions;          /* -o sessions= per portal */
 	struct iscsi_portal portals[PORTALS_MAX]; /* -o portal= ones, then discovery's (filled by the path thread) */
 	size_t nportals;
@@ -231,7 +232,7 @@ static int open_path(struct gw *g, struct gw_paths *P, const char *host, unsigne
 		if (rc == 0)
 			transport = iscsi_iser_transport.name;
 	}
-	if (rc) {
+	if (rc && !(P->iser && P->iser_only)) {
 		path_config(P, &sc, p, host, port);
 		sc.transport = &iscsi_tcp_transport;
 		sc.transport_ctx = NULL;
@@ -420,12 +421,13 @@ void gw_paths_first(struct gw *g, int rc, const char *transport)
 	mpath_path_attach(P->first, g->s, transport);
 }
 
-int gw_paths_start(struct gw *g, struct iser_ctx *iser)
+int gw_paths_start(struct gw *g, struct iser_ctx *iser, bool iser_only)
 {
 	struct gw_paths *P = g->paths;
 	if (!P)
 		return 0;
 	P->iser = iser;
+	P->iser_only = iser_only;
 	for (size_t i = 0, n = gw_nluns(g); i < n; i++)
 		if (g->luns[i].info.tpgs && g->luns[i].info.have_tpg) {
 			mpath_path_recheck(P->first); /* its ALUA state, now that there are LUNs to ask */

@@ -40,11 +40,12 @@ void gw_paths_first(struct gw *g, int rc, const char *transport);
  * Once the LUN files exist: start the thread that opens the other paths
  * with the first session's configuration (copied by gw_paths_begin, CHAP
  * included; host and port replaced), over iSER with ctx iser when the
- * first path is iSER (NULL: TCP), and the link and route watcher.
+ * first path is iSER (NULL: TCP; a portal iSER cannot reach falls back to
+ * TCP unless iser_only, -o transport=iser), and the link and route watcher.
  * Returns 0 or a negative errno (logged; the mount goes on with the paths
  * it has).  No-op without a set.
  */
-int gw_paths_start(struct gw *g, struct iser_ctx *iser);
+int gw_paths_start(struct gw *g, struct iser_ctx *iser, bool iser_only);
 
 /* Stop the path thread and the watcher (before drain and close).  Idempotent. */
 void gw_paths_stop(struct gw *g);

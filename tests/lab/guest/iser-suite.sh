@@ -133,6 +133,45 @@ for imm in No Yes; do
 	fi
 done
 
+# Multipath with ALUA on LIO: path0 over iSER (tpgt_1, the default target port
+# group), path1 over TCP (tpgt_2 on :3262, group id 2), the same LUN.  Reads
+# follow the active/optimized group; the states swapped at the target
+# (UNIT ATTENTION 2Ah/06h) move them to the other path; data round trips.
+lio_alua_paths() {
+	local line0 line1 c0 c1 d0 d1
+	if ! bash "$HERE/lio-alua.sh" up >> "$OUT/lio.log" 2>&1 || ! bash "$HERE/lio-alua.sh" set 0 1 >> "$OUT/lio.log" 2>&1; then
+		fail "LIO ALUA: a second portal in its own target port group"; note "$OUT/lio.log"
+		return
+	fi
+	: > "$LOG"
+	if ! mount_lun -o "transport=auto,portal=$PORTAL:3262,cache_size=0,log_level=info"; then
+		fail "LIO ALUA: mount with portal=$PORTAL:3262"; note "$LOG"
+		return
+	fi
+	stat_of() { awk -v k="$1" '$1==k{print $2}' "$MNT/.stats"; }
+	path_cmds() { awk -v k="path$1" '$1==k' "$MNT/.stats" | tr ' ' '\n' | sed -n 's/^commands=//p'; }
+	for _ in $(seq 150); do [ "$(stat_of paths_up)" = 2 ] && break; sleep 0.2; done
+	check_eq "LIO ALUA: both paths up" "$(stat_of paths_up)" 2
+	line0=$(awk '$1=="path0"' "$MNT/.stats"); line1=$(awk '$1=="path1"' "$MNT/.stats")
+	echo "# $line0"; echo "# $line1"
+	check_eq "LIO ALUA: path0 over iSER, active/optimized" "$(echo "$line0" | awk '{print $3, $5}')" "iser active/optimized"
+	check_eq "LIO ALUA: path1 over TCP, active/non-optimized" "$(echo "$line1" | awk '{print $3, $5}')" "tcp active/non-optimized"
+	c0=$(path_cmds 0); c1=$(path_cmds 1)
+	dd if="$MNT/$LUNF" of=/dev/null bs=64k count=32 iflag=direct status=none
+	d0=$(( $(path_cmds 0) - c0 )); d1=$(( $(path_cmds 1) - c1 ))
+	check "LIO ALUA: reads down the optimized iSER path only (path0 +$d0, path1 +$d1)" test "$d0" -ge 32 -a "$d1" -eq 0
+	bash "$HERE/lio-alua.sh" set 1 0 >> "$OUT/lio.log" 2>&1
+	dd if="$MNT/$LUNF" of=/dev/null bs=4k count=1 iflag=direct status=none # meets the UNIT ATTENTION
+	for _ in $(seq 50); do awk '$1=="path1"' "$MNT/.stats" | grep -q " active/optimized " && break; sleep 0.1; done
+	c0=$(path_cmds 0); c1=$(path_cmds 1)
+	dd if="$MNT/$LUNF" of=/dev/null bs=64k count=32 iflag=direct status=none
+	d0=$(( $(path_cmds 0) - c0 )); d1=$(( $(path_cmds 1) - c1 ))
+	check "LIO ALUA: states swapped at the target: reads down the TCP path only (path0 +$d0, path1 +$d1)" test "$d1" -ge 32 -a "$d0" -eq 0
+	check "LIO ALUA: 8 MiB round trip after the swap" roundtrip 8 16 512k
+	grep -E "ALUA|path " "$LOG" | sed 's/^/# /' | head -10
+	check "LIO ALUA: unmount" umount_lun
+}
+
 # the kernel LIO target with ib_isert (ImmediateData=Yes by default: the
 # Write Base Offset then starts after the immediate part)
 if bash "$HERE/lio-up.sh" 256M > "$OUT/lio.log" 2>&1; then
@@ -147,6 +186,7 @@ if bash "$HERE/lio-up.sh" 256M > "$OUT/lio.log" 2>&1; then
 	else
 		fail "mount LIO over iSER"; note "$LOG"
 	fi
+	lio_alua_paths
 	URL=$URL_SAVE
 	LUNF=lun1
 else
