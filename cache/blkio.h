@@ -8,6 +8,9 @@
  * event thread (or on the caller's thread when submission fails at once).
  *
  * Slice layout: [payload area: max_io + 2 blocks][scratch: 2 blocks].
+ * A write prepared in a slice the caller already holds
+ * (blk_write_prepare_in) sends from wherever its data lies before the
+ * scratch blocks; it is block aligned, so the scratch is never used.
  */
 #ifndef ISERFUSE_BLKIO_H
 #define ISERFUSE_BLKIO_H
