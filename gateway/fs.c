@@ -25,11 +25,11 @@ static void gw_init(void *userdata, struct fuse_conn_info *conn)
 	conn->max_background = 128;
 	conn->congestion_threshold = 96;
 	/*
-	 * The base FUSE readers read each request straight into a pool slice
+	 * The FUSE readers read each request straight into a pool slice
 	 * (fuse_rx.h) over either transport: an aligned write's data is sent
 	 * from there, no copy.  Splice only matters for what reads into
-	 * libfuse's buffer (stand-in readers, a reader that found no slice
-	 * free, -s), and only over iSER: there a write's payload waits in a
+	 * libfuse's buffer (a reader that found no slice free or the readers'
+	 * cap reached, -s), and only over iSER: there a write's payload waits in a
 	 * pipe and write_buf reads it into the slice the target RDMA-reads,
 	 * at the price of two or three system calls per request.  Over TCP
 	 * one read into libfuse's buffer plus a memcpy into the slice measured

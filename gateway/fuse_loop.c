@@ -55,7 +55,7 @@ struct reader {
 	pthread_t t;
 	struct loop *lp;
 	struct fuse_buf buf;   /* the reader's; libfuse allocates its memory at the first read */
-	struct gw_rx rx;       /* a base reader's receive slice (fuse_rx.h) */
+	struct gw_rx rx;       /* the reader's receive slice (fuse_rx.h) */
 	struct fuse_buf rxbuf; /* a request read into rx's slice */
 	_Atomic int state;     /* enum reader_state: R_LIVE by the supervisor, R_ENDED by the reader */
 	atomic_bool busy;      /* in a handler */
@@ -95,19 +95,18 @@ static void loop_fail(struct loop *lp, int err)
 }
 
 /*
- * Read the next request: a base reader into its pool slice (fuse_rx.h),
- * so that a WRITE's handler can take the data over without a copy; a
- * stand-in, or a base reader that finds no slice free, into libfuse's
- * buffer.  *fb is the request read.  Returns as fuse_session_receive_buf.
+ * Read the next request: into the reader's pool slice (fuse_rx.h), so
+ * that a WRITE's handler can take the data over without a copy, or, when
+ * no slice can be taken (none free, or the readers' cap reached), into
+ * libfuse's buffer.  *fb is the request read.  Returns as
+ * fuse_session_receive_buf.
  */
 static int reader_receive(struct reader *r, struct fuse_buf **fb)
 {
-	if (!r->standin) {
-		int res = gw_rx_receive(&r->rx, r->lp->se, &r->rxbuf);
-		if (res != -ENOBUFS) {
-			*fb = &r->rxbuf;
-			return res;
-		}
+	int res = gw_rx_receive(&r->rx, r->lp->se, &r->rxbuf);
+	if (res != -ENOBUFS) {
+		*fb = &r->rxbuf;
+		return res;
 	}
 	*fb = &r->buf;
 	return fuse_session_receive_buf(r->lp->se, &r->buf);

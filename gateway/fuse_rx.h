@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * A FUSE reader's receive slice: a base reader of fuse_loop.c reads each
+ * A FUSE reader's receive slice: a reader of fuse_loop.c reads each
  * request from /dev/fuse straight into a payload pool slice it holds
  * (rx_layout.h: a WRITE's data lands page aligned one page in), and a
  * WRITE handler that finds its data there takes the slice over for the
@@ -18,7 +18,7 @@
  * to one reader thread; gw_rx_claim and gw_rx_taken act on the calling
  * thread's request (thread-local), so they are only meaningful in a
  * handler that a reader runs on its own thread (NULL elsewhere: -s,
- * stand-ins, other loops).
+ * other loops).
  */
 #ifndef ISERFUSE_FUSE_RX_H
 #define ISERFUSE_FUSE_RX_H
