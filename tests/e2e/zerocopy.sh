@@ -13,7 +13,10 @@
 #     does not move, the data reads back with the same sha256;
 #   - one unaligned write of 5000 bytes at byte 100 (no O_DIRECT): it
 #     moves payload_bytes_copied by exactly 5000 and rmw_bytes_copied by
-#     the 120 edge bytes merged into its 512-byte blocks, and reads back.
+#     the 120 edge bytes merged into its 512-byte blocks, and reads back;
+# then remounts with the block cache (default size) and writeback: 4 MiB
+# of buffered writes leave payload_bytes_copied unchanged and move
+# cache_bytes_copied by 8 MiB (kept in the cache, then handed to write-back).
 #
 # Prints "ok - ..." / "not ok - ..." per check and "N passed, M failed"
 # last; exits 1 if anything failed, 77 (skip) when not root.  Needs root,
@@ -120,5 +123,36 @@ if [[ -n $pid ]]; then
 	wait_exit "$pid" 60 || rc=1
 fi
 check_eq "the daemon ends on SIGTERM" "$rc" 0
+
+# ---- the block cache (default cache_size) with write-back: it copies, by design, and counts it
+rc=0
+timeout -k 10 120 "$iserfuse" -o initiator_name=iqn.2026-11.org.example:zerocopy -o writeback \
+	"$TGT_URL/1" "$mnt" >"$work/mount2.out" 2>"$work/mount2.err" </dev/null || rc=$?
+check_eq "mount with the block cache and writeback exits 0" "$rc" 0
+if ! is_mounted "$mnt" || ! wait_lun "$mnt" 50; then
+	fail "$mnt/lun1 is there again"
+	note "$work/mount2.err"
+	summary
+	exit 1
+fi
+c0=$(stat_of payload_bytes_copied)
+k0=$(stat_of cache_bytes_copied)
+rc=0
+dd if="$work/data" of="$mnt/lun1" bs=1M count=4 seek=8 conv=notrunc,fsync status=none || rc=$?
+check_eq "dd of 4 MiB, buffered, fsync, exits 0" "$rc" 0
+c1=$(stat_of payload_bytes_copied)
+k1=$(stat_of cache_bytes_copied)
+echo "# cached: payload_bytes_copied $c0 -> $c1, cache_bytes_copied $k0 -> $k1"
+check_eq "payload_bytes_copied did not move: the data came in its slice" "$((c1 - c0))" 0
+check_eq "cache_bytes_copied grew by 4 MiB kept in the cache + 4 MiB handed to write-back" "$((k1 - k0))" $((8 << 20))
+check "the cached write reads back after the write-back" \
+	cmp -s <(head -c $((4 << 20)) "$work/data") <(dd if="$mnt/lun1" bs=1M skip=8 count=4 iflag=direct status=none)
+pid=$(daemon_pids "$mnt")
+rc=0
+if [[ -n $pid ]]; then
+	kill -TERM "$pid"
+	wait_exit "$pid" 60 || rc=1
+fi
+check_eq "the cached daemon ends on SIGTERM" "$rc" 0
 
 summary
