@@ -78,7 +78,7 @@ void gw_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off, struct fuse
 }
 
 /*
- * A write's data: read by a base FUSE reader into its pool slice
+ * A write's data: read by a FUSE reader into its pool slice
  * (fuse_rx.h), it is written from there when block aligned (the request
  * takes the slice over: no copy); otherwise it is copied into the slice
  * route prepared (from libfuse's buffer or the reader's slice: counted in
