@@ -89,6 +89,7 @@ struct bcache {
 	unsigned ndirty;
 	bool wb;
 	struct bcache_stats st;
+	_Atomic uint64_t wb_copied; /* write-back bytes handed to the backend (outside the lock), for st.copied_bytes */
 };
 
 /* A read waiting for fills, or a bypass read holding the VALID blocks of its range. */
@@ -486,8 +487,10 @@ static void bypass_done(void *arg, int err, const void *data, size_t len)
 				uint64_t ls = bstart + ((uint64_t)i << lbs), le = bstart + ((uint64_t)j << lbs);
 				uint64_t s = r->off > ls ? r->off : ls;
 				uint64_t t = r->off + len < le ? r->off + len : le;
-				if (s < t)
+				if (s < t) {
 					memcpy(out + (s - r->off), e->buf + (s - bstart), t - s);
+					c->st.copied_bytes += t - s;
+				}
 			}
 		}
 		pthread_mutex_unlock(&c->lock);
@@ -714,14 +717,15 @@ int bcache_read(struct bcache_dev *d, struct bcache_stream *st, uint64_t off, si
 static void writeback_start(struct bcache_dev *d, struct flush_waiter *fw);
 
 /* Copy the part of [off, end) that falls in e's block from data (NULL: zeroes) into it.  Under the lock. */
-static void copy_into(const struct bcache *c, const struct bcache_dev *d, struct entry *e, uint64_t off, uint64_t end,
+static void copy_into(struct bcache *c, const struct bcache_dev *d, struct entry *e, uint64_t off, uint64_t end,
 		      const void *data)
 {
 	uint64_t bstart = e->blk << c->shift, bend = bstart + blen(d, e->blk);
 	uint64_t s = off > bstart ? off : bstart, t = end < bend ? end : bend;
-	if (data)
+	if (data) {
 		memcpy(e->buf + (s - bstart), (const uint8_t *)data + (s - off), t - s);
-	else
+		c->st.copied_bytes += t - s;
+	} else
 		memset(e->buf + (s - bstart), 0, t - s);
 }
 
@@ -987,17 +991,20 @@ static void writeback_start(struct bcache_dev *d, struct flush_waiter *fw)
 	}
 	struct flush_waiter *ready = take_waiters(d);
 	pthread_mutex_unlock(&c->lock);
+	uint64_t handed = 0;
 	for (unsigned i = 0; i < cnt; i++) {
 		struct entry *e = list[i].e;
 		unsigned i0, i1 = 0, n = lbas(d, e->blk), lbs = d->lbshift;
 		for (unsigned k = 0; k < list[i].runs && next_run(e->fmap, i1, n, &i0, &i1); k++) {
-			size_t at = (size_t)i0 << lbs;
-			int rc = d->be.write(d->be.ctx, (e->blk << c->shift) + at, (size_t)(i1 - i0) << lbs, e->buf + at,
-					     wb_done, e);
+			size_t at = (size_t)i0 << lbs, len = (size_t)(i1 - i0) << lbs;
+			int rc = d->be.write(d->be.ctx, (e->blk << c->shift) + at, len, e->buf + at, wb_done, e);
 			if (rc)
 				wb_done(e, rc, NULL, 0);
+			else
+				handed += len;
 		}
 	}
+	atomic_fetch_add_explicit(&c->wb_copied, handed, memory_order_relaxed);
 	free(list);
 	run_waiters(ready);
 }
@@ -1101,5 +1108,6 @@ void bcache_get_stats(struct bcache *c, struct bcache_stats *out)
 	pthread_mutex_lock(&c->lock);
 	*out = c->st;
 	out->dirty_blocks = c->ndirty;
+	out->copied_bytes += atomic_load_explicit(&c->wb_copied, memory_order_relaxed);
 	pthread_mutex_unlock(&c->lock);
 }

@@ -83,6 +83,9 @@ struct bcache_stats {
 	uint64_t writeback_blocks;    /* dirty blocks written back */
 	uint64_t writeback_flushes;   /* bcache_flush calls and pressure write-backs */
 	uint64_t absorbed_writes;     /* writes kept in the cache (write-back) */
+	uint64_t copied_bytes;        /* bytes copied by the cache: written data into its blocks, newer cached
+	                               * bytes over a read's reply, dirty bytes handed to the backend's write
+	                               * (bcache_blk.c copies them into a slice) */
 	uint64_t blocks, block_size;  /* capacity: blocks of block_size bytes */
 };
 

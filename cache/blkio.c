@@ -22,7 +22,8 @@ struct blk_req {
 	struct blk_dev *d;
 	struct blk_wnode wn[2];      /* its entries in d->wbucket while in flight */
 	unsigned nwn;                /* of wn in use */
-	uint8_t *slice;              /* NULL for SYNCHRONIZE CACHE */
+	uint8_t *slice;              /* where the commands' data starts; NULL for SYNCHRONIZE CACHE */
+	uint8_t *owned;              /* the pool slice returned at the end: slice, or the one holding it (in place) */
 	uint64_t off;                /* bytes */
 	size_t len;                  /* bytes */
 	uint64_t lba0;               /* aligned extent: first block */
@@ -129,16 +130,21 @@ void blk_dev_fini(struct blk_dev *d)
 	pthread_cond_destroy(&d->cv);
 }
 
-static struct blk_req *req_new(struct blk_dev *d, uint64_t off, size_t len)
+/* Within the LUN and max_io, not empty. */
+static bool req_fits(const struct blk_dev *d, uint64_t off, size_t len)
 {
 	uint64_t size = blk_dev_size(d);
-	if (len == 0 || len > d->max_io || off >= size || len > size - off)
-		return NULL;
-	unsigned idx;
-	uint8_t *slice = buf_pool_get(d->pool, &idx);
+	return len != 0 && len <= d->max_io && off < size && len <= size - off;
+}
+
+/* The request of pool slice idx (owned, taken by the caller), its commands' data starting at slice. */
+static struct blk_req *req_init(struct blk_dev *d, unsigned idx, uint8_t *owned, uint8_t *slice, uint64_t off,
+				size_t len)
+{
 	struct blk_req *r = &d->reqs[idx];
 	memset(r, 0, sizeof(*r));
 	r->d = d;
+	r->owned = owned;
 	r->slice = slice;
 	r->off = off;
 	r->len = len;
@@ -149,10 +155,19 @@ static struct blk_req *req_new(struct blk_dev *d, uint64_t off, size_t len)
 	return r;
 }
 
+static struct blk_req *req_new(struct blk_dev *d, uint64_t off, size_t len)
+{
+	if (!req_fits(d, off, len))
+		return NULL;
+	unsigned idx;
+	uint8_t *slice = buf_pool_get(d->pool, &idx);
+	return req_init(d, idx, slice, slice, off, len);
+}
+
 static uint8_t *scratch(struct blk_req *r, int which)
 {
 	size_t ss = buf_pool_slice_size(r->d->pool);
-	return r->slice + ss - 2u * r->d->bs + (size_t)which * r->d->bs;
+	return r->owned + ss - 2u * r->d->bs + (size_t)which * r->d->bs;
 }
 
 static bool overlaps(const struct blk_req *a, const struct blk_req *b)
@@ -226,7 +241,7 @@ static void finish(struct blk_req *r, int err)
 		ctxpool_put(d->ext, r);
 		return;
 	}
-	buf_pool_put(d->pool, r->slice);
+	buf_pool_put(d->pool, r->owned);
 }
 
 static void cmd_done(void *arg, const struct iscsi_cmd_result *res);
@@ -407,7 +422,18 @@ struct blk_req *blk_write_prepare(struct blk_dev *d, uint64_t off, size_t len, v
 	return r;
 }
 
-void blk_write_cancel(struct blk_req *r) { buf_pool_put(r->d->pool, r->slice); }
+struct blk_req *blk_write_prepare_in(struct blk_dev *d, uint64_t off, size_t len, void *slice, void *data)
+{
+	unsigned idx;
+	uint8_t *s = slice, *p = data;
+	size_t room = buf_pool_slice_size(d->pool) - 2u * d->bs; /* the scratch blocks stay free */
+	if (!req_fits(d, off, len) || off % d->bs || len % d->bs || buf_pool_index(d->pool, s, &idx) ||
+	    p < s || (size_t)(p - s) > room || len > room - (size_t)(p - s))
+		return NULL;
+	return req_init(d, idx, s, p, off, len);
+}
+
+void blk_write_cancel(struct blk_req *r) { buf_pool_put(r->d->pool, r->owned); }
 
 void blk_write_submit(struct blk_req *r, blk_done_fn cb, void *arg)
 {

@@ -8,6 +8,9 @@
  * event thread (or on the caller's thread when submission fails at once).
  *
  * Slice layout: [payload area: max_io + 2 blocks][scratch: 2 blocks].
+ * A write prepared in a slice the caller already holds
+ * (blk_write_prepare_in) sends from wherever its data lies before the
+ * scratch blocks; it is block aligned, so the scratch is never used.
  */
 #ifndef ISERFUSE_BLKIO_H
 #define ISERFUSE_BLKIO_H
@@ -176,6 +179,19 @@ int blk_read_into(struct blk_dev *d, uint64_t off, size_t len, void *buf, blk_do
  * blk_write_submit.  Waits for a free slice.  NULL on bad arguments.
  */
 struct blk_req *blk_write_prepare(struct blk_dev *d, uint64_t off, size_t len, void **payload);
+/*
+ * Start a write of len bytes at byte offset off whose bytes already lie
+ * at data, inside the pool slice `slice` (its start) that the caller took
+ * from d->pool: no slice is taken and nothing is copied; the commands
+ * send straight from data.  off and len must be multiples of the block
+ * size (no read-modify-write: the edges would need the slice's scratch
+ * blocks next to the payload) and data + len must end before the slice's
+ * last 2 blocks.  On success the request owns slice (blk_write_submit's
+ * completion or blk_write_cancel returns it to the pool); NULL (bad or
+ * unaligned arguments, slice not a slice of d->pool) leaves it with the
+ * caller.  Never waits.
+ */
+struct blk_req *blk_write_prepare_in(struct blk_dev *d, uint64_t off, size_t len, void *slice, void *data);
 /* Submit a prepared write; cb is called exactly once. */
 void blk_write_submit(struct blk_req *r, blk_done_fn cb, void *arg);
 /* Abandon a prepared write (returns its slice). */

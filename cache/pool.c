@@ -98,6 +98,15 @@ void buf_pool_put(struct buf_pool *p, void *slice)
 	pthread_mutex_unlock(&p->lock);
 }
 
+int buf_pool_index(const struct buf_pool *p, const void *slice, unsigned *index)
+{
+	const uint8_t *b = slice;
+	if (b < p->base || b >= p->base + p->len || (size_t)(b - p->base) % p->slice_size)
+		return -EINVAL;
+	*index = (unsigned)((size_t)(b - p->base) / p->slice_size);
+	return 0;
+}
+
 size_t buf_pool_slice_size(const struct buf_pool *p) { return p->slice_size; }
 unsigned buf_pool_nslices(const struct buf_pool *p) { return p->nslices; }
 void *buf_pool_base(const struct buf_pool *p) { return p->base; }

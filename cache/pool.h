@@ -29,6 +29,13 @@ void *buf_pool_tryget(struct buf_pool *p, unsigned *index);
 /* Return a slice obtained from this pool.  Passing anything else aborts. */
 void buf_pool_put(struct buf_pool *p, void *slice);
 
+/*
+ * The number (0..nslices-1) of the slice that starts at slice, in *index.
+ * Pure arithmetic on the layout: says nothing about who holds it.
+ * Returns 0, or -EINVAL when slice is not the start of one of p's slices.
+ */
+int buf_pool_index(const struct buf_pool *p, const void *slice, unsigned *index);
+
 size_t buf_pool_slice_size(const struct buf_pool *p);
 unsigned buf_pool_nslices(const struct buf_pool *p);
 /* The whole region, for a one-time RDMA registration. */

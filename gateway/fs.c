@@ -25,13 +25,15 @@ static void gw_init(void *userdata, struct fuse_conn_info *conn)
 	conn->max_background = 128;
 	conn->congestion_threshold = 96;
 	/*
-	 * Splice from /dev/fuse only over iSER.  With splice a write's payload
-	 * waits in a pipe and write_buf reads it straight into the pool slice
-	 * the target then RDMA-reads: no copy in user space, at the price of
-	 * two or three system calls per request.  Over TCP the payload is
-	 * copied into the socket anyway, and one read into libfuse's buffer
-	 * plus a memcpy into the slice measured faster (the memcpy is counted in
-	 * payload_bytes_copied).
+	 * The FUSE readers read each request straight into a pool slice
+	 * (fuse_rx.h) over either transport: an aligned write's data is sent
+	 * from there, no copy.  Splice only matters for what reads into
+	 * libfuse's buffer (a reader that found no slice free or the readers'
+	 * cap reached, -s), and only over iSER: there a write's payload waits in a
+	 * pipe and write_buf reads it into the slice the target RDMA-reads,
+	 * at the price of two or three system calls per request.  Over TCP
+	 * one read into libfuse's buffer plus a memcpy into the slice measured
+	 * faster (the memcpy is counted in payload_bytes_copied).
 	 */
 	if (g->iser && (conn->capable & FUSE_CAP_SPLICE_READ))
 		conn->want |= FUSE_CAP_SPLICE_READ;

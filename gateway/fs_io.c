@@ -14,6 +14,7 @@
 #include <unistd.h>
 
 #include "fs_priv.h"
+#include "fuse_rx.h"
 
 /* ---- route.c's answers ---- */
 
@@ -76,6 +77,13 @@ void gw_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off, struct fuse
 		fuse_reply_err(req, err);
 }
 
+/*
+ * A write's data: read by a FUSE reader into its pool slice
+ * (fuse_rx.h), it is written from there when block aligned (the request
+ * takes the slice over: no copy); otherwise it is copied into the slice
+ * route prepared (from libfuse's buffer or the reader's slice: counted in
+ * payload_copied) or read into it from the pipe libfuse spliced it to.
+ */
 void gw_write_buf(fuse_req_t req, fuse_ino_t ino, struct fuse_bufvec *bufv, off_t off, struct fuse_file_info *fi)
 {
 	struct gw *g = gw_of(req);
@@ -87,10 +95,20 @@ void gw_write_buf(fuse_req_t req, fuse_ino_t ino, struct fuse_bufvec *bufv, off_
 		fuse_reply_err(req, EBADF);
 		return;
 	}
-	int err = route_write_prepare(l, (fi->flags & O_DIRECT) != 0, off, &len, g->max_io, &r, &payload, req);
+	const struct fuse_buf *src = &bufv->buf[bufv->idx];
+	void *data = bufv->count == 1 && !(src->flags & FUSE_BUF_IS_FD) && !bufv->off ? src->mem : NULL;
+	void *rx = data ? gw_rx_claim(data) : NULL;
+	bool in_place;
+	int err = route_write_prepare_in(l, (fi->flags & O_DIRECT) != 0, off, &len, g->max_io, rx, rx ? data : NULL,
+					 &r, &payload, &in_place, req);
 	if (err || !r) {
 		if (err)
 			fuse_reply_err(req, err);
+		return;
+	}
+	if (in_place) {
+		gw_rx_taken(); /* before the submission: its completion returns the slice to the pool */
+		route_write_submit(l, file_of(fi), r, (uint64_t)off, len, payload, req);
 		return;
 	}
 	struct fuse_bufvec dst = FUSE_BUFVEC_INIT(len);

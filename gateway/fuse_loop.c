@@ -34,6 +34,7 @@
 #include "../initiator/clock.h"
 #include "../initiator/log.h"
 #include "../initiator/thread.h"
+#include "fuse_rx.h"
 
 /* The private signal that makes a reader's read(2) of /dev/fuse return EINTR. */
 #define LOOP_KICK_SIGNAL SIGUSR2
@@ -54,6 +55,8 @@ struct reader {
 	pthread_t t;
 	struct loop *lp;
 	struct fuse_buf buf;   /* the reader's; libfuse allocates its memory at the first read */
+	struct gw_rx rx;       /* the reader's receive slice (fuse_rx.h) */
+	struct fuse_buf rxbuf; /* a request read into rx's slice */
 	_Atomic int state;     /* enum reader_state: R_LIVE by the supervisor, R_ENDED by the reader */
 	atomic_bool busy;      /* in a handler */
 	atomic_bool retire;    /* the supervisor asks this stand-in to end */
@@ -91,12 +94,39 @@ static void loop_fail(struct loop *lp, int err)
 	atomic_compare_exchange_strong(&lp->err, &none, err);
 }
 
+/*
+ * Read the next request: into the reader's pool slice (fuse_rx.h), so
+ * that a WRITE's handler can take the data over without a copy, or, when
+ * no slice can be taken (none free, or the readers' cap reached), into
+ * libfuse's buffer.  *fb is the request read.  Returns as
+ * fuse_session_receive_buf.
+ */
+static int reader_receive(struct reader *r, struct fuse_buf **fb)
+{
+	int res = gw_rx_receive(&r->rx, r->lp->se, &r->rxbuf);
+	if (res != -ENOBUFS) {
+		*fb = &r->rxbuf;
+		return res;
+	}
+	*fb = &r->buf;
+	return fuse_session_receive_buf(r->lp->se, &r->buf);
+}
+
+/* The reader ends: its receive slice goes back to the pool, libfuse's buffer is freed. */
+static void reader_receive_end(struct reader *r)
+{
+	gw_rx_release(&r->rx);
+	free(r->buf.mem);
+	r->buf.mem = NULL;
+}
+
 static void *reader_run(void *arg)
 {
 	struct reader *r = arg;
 	struct loop *lp = r->lp;
 	while (!fuse_session_exited(lp->se) && !atomic_load_explicit(&r->retire, memory_order_relaxed)) {
-		int res = fuse_session_receive_buf(lp->se, &r->buf);
+		struct fuse_buf *fb;
+		int res = reader_receive(r, &fb);
 		if (res == -EINTR)
 			continue; /* kicked: the loop's condition says whether to go on */
 		if (res <= 0) {
@@ -109,14 +139,14 @@ static void *reader_run(void *arg)
 		atomic_store_explicit(&r->busy, true, memory_order_relaxed);
 		if (atomic_fetch_sub(&lp->idle, 1) == 1 && !atomic_exchange(&lp->armed, true))
 			loop_wake(lp); /* the last idle reader: the supervisor checks for a stall */
-		fuse_session_process_buf(lp->se, &r->buf);
+		fuse_session_process_buf(lp->se, fb);
+		gw_rx_done(&r->rx);
 		atomic_fetch_add_explicit(&lp->handled, 1, memory_order_relaxed);
 		atomic_fetch_add(&lp->idle, 1);
 		atomic_store_explicit(&r->busy, false, memory_order_relaxed);
 	}
 	atomic_fetch_sub(&lp->idle, 1);
-	free(r->buf.mem);
-	r->buf.mem = NULL;
+	reader_receive_end(r);
 	atomic_store_explicit(&r->state, R_ENDED, memory_order_release);
 	loop_wake(lp);
 	return NULL;
@@ -130,6 +160,7 @@ static int reader_start(struct loop *lp, bool standin)
 		if (atomic_load_explicit(&r->state, memory_order_relaxed) != R_FREE)
 			continue;
 		memset(&r->buf, 0, sizeof(r->buf));
+		memset(&r->rx, 0, sizeof(r->rx));
 		r->lp = lp;
 		r->standin = standin;
 		atomic_store(&r->busy, false);

@@ -27,9 +27,12 @@ unsigned gw_fuse_loop_base(unsigned max_threads);
  * watcher) or is unmounted (reads fail with ENODEV), on the calling
  * thread, which supervises and reads nothing itself.  It starts
  * gw_fuse_loop_base(max_threads) readers with the stop signals blocked
- * (thread_start_quiet); each loops fuse_session_receive_buf then
- * fuse_session_process_buf on one struct fuse_buf of its own (its memory
- * is allocated by libfuse once per reader, freed when the reader ends).
+ * (thread_start_quiet); each loops reading a request then
+ * fuse_session_process_buf: the read goes into a payload pool slice the
+ * reader holds (fuse_rx.h; a WRITE may take it over), or, when it can
+ * take none, fuse_session_receive_buf into one struct fuse_buf of its own
+ * (its memory is allocated by libfuse once per reader, freed when the
+ * reader ends, as its slice is returned).
  * When every reader is in a handler and none has finished one for
  * GW_LOOP_STALL_MS, one stand-in reader more starts, up to max_threads
  * in all; a stand-in ends after GW_LOOP_SPARE_MS with more than the base

@@ -352,6 +352,7 @@ static int mount_connect(struct mount *m)
 		iscsi_chap_creds_wipe(&sc.chap);
 		return -1;
 	}
+	gw_pool_rx_setup(g, &m->plan); /* the FUSE readers receive into payload slices */
 	gw_creds_to_session(&m->creds, &sc);
 	sc.on_async_sense = async_sense;
 	sc.async_arg = g;

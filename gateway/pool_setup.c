@@ -9,8 +9,10 @@
 
 #include "../cache/bcache_blk.h"
 #include "../initiator/log.h"
+#include "fuse_rx.h"
 #include "lun_select.h"
 #include "route.h"
+#include "rx_layout.h"
 
 #define CACHE_BLOCK_MAX (64u * 1024u)
 /*
@@ -45,6 +47,12 @@ int gw_pool_create(struct gw *g, const struct gw_pool_plan *p)
 			((unsigned long long)(p->slices + p->cache_slices) * p->slice_bytes) >> 20, p->slices,
 			p->cache_slices, p->slice_bytes, strerror(-rc));
 	return rc;
+}
+
+void gw_pool_rx_setup(struct gw *g, const struct gw_pool_plan *p)
+{
+	bool fits = gw_rx_fits(buf_pool_slice_size(g->pool), g->max_io, GW_BLOCK_SIZE_MAX);
+	gw_rx_setup(fits ? g->pool : NULL, p->slices - 1);
 }
 
 int gw_cache_setup(struct gw *g, const struct gw_pool_plan *p)

@@ -38,6 +38,16 @@ void gw_pool_plan(struct gw_pool_plan *p, unsigned qd, long long pool_slices, si
 int gw_pool_create(struct gw *g, const struct gw_pool_plan *p);
 
 /*
+ * Let the FUSE readers receive requests into payload slices (fuse_rx.h,
+ * rx_layout.h), at most p->slices - 1 of them held by readers at a time
+ * (at least one payload slice is always left to block I/O), when a slice
+ * holds a headroom page plus g->max_io bytes of data with the scratch
+ * blocks free; else readers use libfuse's buffer.  After gw_pool_create,
+ * before the FUSE loop.
+ */
+void gw_pool_rx_setup(struct gw *g, const struct gw_pool_plan *p);
+
+/*
  * route.c's set of request contexts (route_ctx_setup: the payload
  * slices plus what the kernel may have outstanding beyond them), and the
  * block cache (with cache_bytes): cache blocks in pool slices taken out

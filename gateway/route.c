@@ -23,6 +23,7 @@
 const struct route_backend route_blk_backend = {
 	.blk_read = blk_read,
 	.blk_write_prepare = blk_write_prepare,
+	.blk_write_prepare_in = blk_write_prepare_in,
 	.blk_write_submit = blk_write_submit,
 	.blk_write_cancel = blk_write_cancel,
 	.blk_sync = blk_sync,
@@ -196,10 +197,15 @@ static void cached_write_done(void *arg, int err, const void *data, size_t len)
 	ctx_put(cw);
 }
 
-int route_write_prepare(struct gw_lun *l, bool o_direct, int64_t off, size_t *len, size_t max_io, struct blk_req **r,
-			void **payload, void *arg)
+/*
+ * The checks and cuts every write shares.  Returns a positive errno
+ * (no answer), 0 with the write answered (*answered: at or past the end
+ * with nothing to write, or empty), or 0 with *len bytes to write.
+ */
+static int write_check(struct gw_lun *l, bool o_direct, int64_t off, size_t *len, size_t max_io, bool *answered,
+		       void *arg)
 {
-	*r = NULL;
+	*answered = false;
 	if (gw_lun_gone(l))
 		return ENODEV;
 	if (gw_lun_ro(l))
@@ -211,10 +217,12 @@ int route_write_prepare(struct gw_lun *l, bool o_direct, int64_t off, size_t *le
 		if (*len)
 			return EFBIG;
 		S()->status_done(arg, 0);
+		*answered = true;
 		return 0;
 	}
 	if (*len == 0) {
 		S()->write_done(arg, 0, 0);
+		*answered = true;
 		return 0;
 	}
 	/* A write crossing the end is short, as on a block device. */
@@ -222,6 +230,34 @@ int route_write_prepare(struct gw_lun *l, bool o_direct, int64_t off, size_t *le
 		*len = dev_size - (uint64_t)off;
 	if (*len > max_io)
 		*len = max_io;
+	return 0;
+}
+
+int route_write_prepare(struct gw_lun *l, bool o_direct, int64_t off, size_t *len, size_t max_io, struct blk_req **r,
+			void **payload, void *arg)
+{
+	bool in_place;
+	return route_write_prepare_in(l, o_direct, off, len, max_io, NULL, NULL, r, payload, &in_place, arg);
+}
+
+int route_write_prepare_in(struct gw_lun *l, bool o_direct, int64_t off, size_t *len, size_t max_io, void *slice,
+			   void *data, struct blk_req **r, void **payload, bool *in_place, void *arg)
+{
+	bool answered;
+	*r = NULL;
+	*in_place = false;
+	int err = write_check(l, o_direct, off, len, max_io, &answered, arg);
+	if (err || answered)
+		return err;
+	uint32_t bs = l->dev.bs;
+	if (slice && B()->blk_write_prepare_in && (uint64_t)off % bs == 0 && *len % bs == 0) {
+		*r = B()->blk_write_prepare_in(&l->dev, (uint64_t)off, *len, slice, data);
+		if (*r) {
+			*in_place = true;
+			*payload = data;
+			return 0;
+		}
+	}
 	*r = B()->blk_write_prepare(&l->dev, (uint64_t)off, *len, payload);
 	return *r ? 0 : EINVAL;
 }

@@ -51,6 +51,7 @@ struct route_sink {
 struct route_backend {
 	int (*blk_read)(struct blk_dev *d, uint64_t off, size_t len, blk_done_fn cb, void *arg);
 	struct blk_req *(*blk_write_prepare)(struct blk_dev *d, uint64_t off, size_t len, void **payload);
+	struct blk_req *(*blk_write_prepare_in)(struct blk_dev *d, uint64_t off, size_t len, void *slice, void *data);
 	void (*blk_write_submit)(struct blk_req *r, blk_done_fn cb, void *arg);
 	void (*blk_write_cancel)(struct blk_req *r);
 	int (*blk_sync)(struct blk_dev *d, blk_done_fn cb, void *arg);
@@ -130,6 +131,22 @@ int route_read(struct gw_lun *l, struct gw_file *f, bool o_direct, int64_t off, 
  */
 int route_write_prepare(struct gw_lun *l, bool o_direct, int64_t off, size_t *len, size_t max_io, struct blk_req **r,
 			void **payload, void *arg);
+
+/*
+ * route_write_prepare for a write whose *len bytes already lie at data,
+ * inside the pool slice `slice` (its start) that the caller holds (slice
+ * NULL: none).  When the write, once cut, is block aligned in offset and
+ * length, the request takes the slice over and writes from data in place
+ * (blk_write_prepare_in): then *in_place is true and *payload is data,
+ * and the caller must not touch the slice again (the request's end
+ * returns it to the pool).  Otherwise (unaligned: the edges need
+ * read-modify-write room; no slice; a backend without
+ * blk_write_prepare_in) *in_place is false and this is
+ * route_write_prepare: the caller keeps the slice and copies the bytes to
+ * *payload.  Same returns as route_write_prepare.
+ */
+int route_write_prepare_in(struct gw_lun *l, bool o_direct, int64_t off, size_t *len, size_t max_io, void *slice,
+			   void *data, struct blk_req **r, void **payload, bool *in_place, void *arg);
 
 /*
  * Send a write route_write_prepare started (len bytes at off, the data at

@@ -26,7 +26,7 @@ struct snap {
 	uint64_t tx_direct, tx_kicks, event_wakeups;
 	uint64_t luns;
 	uint64_t cache_bytes, cache_hits, cache_misses, cache_readahead_bytes, cache_readahead_used_bytes;
-	uint64_t cache_readahead_wasted_bytes, cache_dirty_blocks, cache_writeback_blocks;
+	uint64_t cache_readahead_wasted_bytes, cache_dirty_blocks, cache_writeback_blocks, cache_bytes_copied;
 	uint64_t scsi_retries, unit_attentions, rescans, capacity_changes;
 };
 
@@ -63,6 +63,7 @@ static const struct {
 	ROW(cache_readahead_wasted_bytes),
 	ROW(cache_dirty_blocks),
 	ROW(cache_writeback_blocks),
+	ROW(cache_bytes_copied),
 	ROW(scsi_retries),
 	ROW(unit_attentions),
 	ROW(rescans),
@@ -111,6 +112,7 @@ static void take_snapshot(struct gw *g, struct snap *n)
 		n->cache_readahead_wasted_bytes = cs.ra_wasted_bytes;
 		n->cache_dirty_blocks = cs.dirty_blocks;
 		n->cache_writeback_blocks = cs.writeback_blocks;
+		n->cache_bytes_copied = cs.copied_bytes;
 	}
 	struct blk_retry_stats rs;
 	blk_retry_get_stats(g->retry, &rs);

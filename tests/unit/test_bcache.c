@@ -390,6 +390,9 @@ Test(bcache, writeback_reaches_the_backend_only_on_flush)
 	memcpy(data + 100, data + 4000, 50);
 	cr_assert_eq(f.writes, 0);
 	cr_assert_eq(f.disk[16 * BS], 0, "nothing written before the flush");
+	struct bcache_stats cp;
+	bcache_get_stats(c, &cp);
+	cr_assert_eq(cp.copied_bytes, 8 * BS + 50, "both writes were copied into the blocks");
 	/* Reads see the dirty data, from the cache and around it. */
 	cr_assert_eq(do_read(d, NULL, 16 * BS, sizeof(back), back), sizeof(back));
 	cr_assert_eq(memcmp(back, data, sizeof(data)), 0);
@@ -401,6 +404,8 @@ Test(bcache, writeback_reaches_the_backend_only_on_flush)
 	struct bcache_stats st;
 	bcache_get_stats(c, &st);
 	cr_assert_eq(st.dirty_blocks, 8);
+	cr_assert_eq(st.copied_bytes, 8 * BS + 50 + BS + BS / 2,
+		     "reads from the blocks copy nothing, the bypass read's dirty bytes are copied over its reply");
 	cr_assert_eq(do_flush(d), 0);
 	cr_assert_eq(f.syncs, 1, "flush ends with the backend's sync");
 	cr_assert_eq(f.writes, 8);
@@ -408,6 +413,7 @@ Test(bcache, writeback_reaches_the_backend_only_on_flush)
 	bcache_get_stats(c, &st);
 	cr_assert_eq(st.dirty_blocks, 0);
 	cr_assert_eq(st.writeback_blocks, 8);
+	cr_assert_eq(st.copied_bytes, 8 * BS + 50 + BS + BS / 2 + 8 * BS, "the 8 blocks handed to write-back");
 	cr_assert_eq(do_flush(d), 0);
 	cr_assert_eq(f.writes, 8, "nothing dirty: nothing written again");
 	fake_fini(&f);

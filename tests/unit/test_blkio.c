@@ -255,6 +255,52 @@ Test(blkio, aligned_write_is_one_write_without_reads)
 	cr_assert_eq(fk.disk[6 * BS - 1], 0xab);
 }
 
+Test(blkio, a_write_in_a_held_slice_sends_from_its_data_and_returns_the_slice)
+{
+	open_dev(0, 0);
+	static struct done d;
+	unsigned idx;
+	uint8_t *slice = buf_pool_get(pool, &idx);
+	uint8_t *data = slice + 4096;
+	memset(data, 0xcd, 4 * BS);
+	fk.manual = true;
+	struct blk_req *r = blk_write_prepare_in(&dev, 8 * BS, 4 * BS, slice, data);
+	cr_assert_not_null(r);
+	cr_assert_eq(buf_pool_in_use(pool), 1, "no slice taken for it");
+	blk_write_submit(r, on_done, &d);
+	cr_assert_eq(nsent(), 1);
+	expect(0, 0x2a, 8, 4);
+	cr_assert_eq(fk.log[0].buf, data, "the WRITE sends from where the data lies: no copy");
+	cr_assert_eq(buf_pool_in_use(pool), 1, "the request holds the slice while in flight");
+	fake_complete(0);
+	cr_assert_eq(d.calls, 1);
+	cr_assert_eq(d.err, 0);
+	cr_assert_eq(d.len, 4 * BS);
+	cr_assert_eq(buf_pool_in_use(pool), 0, "its end returned the slice");
+	cr_assert_eq(fk.disk[8 * BS], 0xcd);
+	cr_assert_eq(fk.disk[12 * BS - 1], 0xcd);
+	cr_assert_eq(atomic_load(&dev.rmw_count), 0);
+}
+
+Test(blkio, a_write_in_a_held_slice_must_be_aligned_and_inside_the_slice)
+{
+	open_dev(0, 0);
+	unsigned idx;
+	uint8_t *slice = buf_pool_get(pool, &idx);
+	size_t ss = buf_pool_slice_size(pool);
+	cr_assert_null(blk_write_prepare_in(&dev, 100, 4 * BS, slice, slice), "unaligned offset");
+	cr_assert_null(blk_write_prepare_in(&dev, 0, 4 * BS + 1, slice, slice), "unaligned length");
+	cr_assert_null(blk_write_prepare_in(&dev, 0, BS, slice + 4096, slice + 4096), "not a slice's start");
+	cr_assert_null(blk_write_prepare_in(&dev, 0, 2 * BS, slice, slice + ss - 3 * BS),
+		       "the data would reach the scratch blocks");
+	cr_assert_null(blk_write_prepare_in(&dev, NBLOCKS * BS, BS, slice, slice), "past the end");
+	struct blk_req *r = blk_write_prepare_in(&dev, 0, BS, slice, slice + ss - 3 * BS);
+	cr_assert_not_null(r, "the last block before the scratch blocks");
+	blk_write_cancel(r);
+	cr_assert_eq(buf_pool_in_use(pool), 0, "cancel returned the slice");
+	cr_assert_eq(nsent(), 0, "nothing was sent");
+}
+
 Test(blkio, unaligned_write_reads_head_then_tail_then_writes_the_merged_blocks)
 {
 	open_dev(0, 0);

@@ -37,6 +37,29 @@ Test(pool, slices_are_distinct_aligned_and_inside)
 	buf_pool_destroy(p);
 }
 
+Test(pool, index_of_a_slice_start_and_nothing_else)
+{
+	struct buf_pool *p;
+	cr_assert_eq(buf_pool_create(&p, 5000, 4), 0);
+	uint8_t *base = buf_pool_base(p);
+	unsigned idx = 99;
+	cr_assert_eq(buf_pool_index(p, base, &idx), 0);
+	cr_assert_eq(idx, 0);
+	cr_assert_eq(buf_pool_index(p, base + 3 * 8192, &idx), 0);
+	cr_assert_eq(idx, 3);
+	idx = 99;
+	cr_assert_eq(buf_pool_index(p, base + 8192 + 4096, &idx), -EINVAL, "inside a slice, not its start");
+	cr_assert_eq(buf_pool_index(p, base + 4 * 8192, &idx), -EINVAL, "just past the pool");
+	cr_assert_eq(buf_pool_index(p, base - 8192, &idx), -EINVAL, "before the pool");
+	cr_assert_eq(idx, 99, "left alone on failure");
+	void *s = buf_pool_get(p, &idx);
+	unsigned got;
+	cr_assert_eq(buf_pool_index(p, s, &got), 0);
+	cr_assert_eq(got, idx, "the number buf_pool_get gave");
+	buf_pool_put(p, s);
+	buf_pool_destroy(p);
+}
+
 Test(pool, bad_sizes)
 {
 	struct buf_pool *p;

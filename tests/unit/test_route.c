@@ -20,6 +20,7 @@
 enum call {
 	C_BLK_READ,
 	C_BLK_WRITE_PREPARE,
+	C_BLK_WRITE_PREPARE_IN,
 	C_BLK_WRITE_SUBMIT,
 	C_BLK_WRITE_CANCEL,
 	C_BLK_SYNC,
@@ -72,16 +73,28 @@ static struct blk_req *s_blk_write_prepare(struct blk_dev *d, uint64_t off, size
 	return (struct blk_req *)&fake_req;
 }
 
+static char fake_req_in, rx_slice[8192];
+static void *in_slice, *in_data; /* blk_write_prepare_in's slice and data */
+
+static struct blk_req *s_blk_write_prepare_in(struct blk_dev *d, uint64_t off, size_t len, void *slice, void *data)
+{
+	(void)d;
+	st.calls[C_BLK_WRITE_PREPARE_IN]++;
+	st.off = off, st.len = len;
+	in_slice = slice, in_data = data;
+	return (struct blk_req *)&fake_req_in;
+}
+
 static void s_blk_write_submit(struct blk_req *r, blk_done_fn cb, void *arg)
 {
-	cr_assert_eq(r, (struct blk_req *)&fake_req);
+	cr_assert(r == (struct blk_req *)&fake_req || r == (struct blk_req *)&fake_req_in);
 	st.calls[C_BLK_WRITE_SUBMIT]++;
 	st.done = cb, st.arg = arg;
 }
 
 static void s_blk_write_cancel(struct blk_req *r)
 {
-	cr_assert_eq(r, (struct blk_req *)&fake_req);
+	cr_assert(r == (struct blk_req *)&fake_req || r == (struct blk_req *)&fake_req_in);
 	st.calls[C_BLK_WRITE_CANCEL]++;
 }
 
@@ -185,6 +198,7 @@ static int s_bcache_writeback(struct bcache_dev *d, bcache_io_fn cb, void *arg)
 static const struct route_backend stub_backend = {
 	.blk_read = s_blk_read,
 	.blk_write_prepare = s_blk_write_prepare,
+	.blk_write_prepare_in = s_blk_write_prepare_in,
 	.blk_write_submit = s_blk_write_submit,
 	.blk_write_cancel = s_blk_write_cancel,
 	.blk_sync = s_blk_sync,
@@ -472,6 +486,98 @@ Test(route, write_without_a_cache_goes_to_block_io)
 	cr_assert_eq(ans.kind, A_WRITE);
 	cr_assert_eq(ans.err, 0);
 	cr_assert_eq(ans.len, 4096);
+}
+
+/* A write whose data lies in a slice the caller holds (a FUSE reader's), at byte off, len bytes. */
+static int write_in(int64_t off, size_t *len, struct blk_req **r, void **payload, bool *in_place)
+{
+	return route_write_prepare_in(&lun, false, off, len, MAX_IO, rx_slice, rx_slice + 4096, r, payload,
+				      in_place, ARG);
+}
+
+Test(route, an_aligned_write_in_a_held_slice_is_written_in_place)
+{
+	size_t len = 8 * BS;
+	struct blk_req *r;
+	void *payload;
+	bool in_place;
+	cr_assert_eq(write_in(2 * BS, &len, &r, &payload, &in_place), 0);
+	cr_assert(in_place);
+	cr_assert_eq(r, (struct blk_req *)&fake_req_in);
+	cr_assert_eq(payload, rx_slice + 4096, "the data is written from where it lies");
+	cr_assert_eq(in_slice, rx_slice);
+	cr_assert_eq(st.calls[C_BLK_WRITE_PREPARE_IN], 1);
+	cr_assert_eq(st.calls[C_BLK_WRITE_PREPARE], 0, "no slice taken");
+	cr_assert_eq(st.off, 2 * BS);
+	cr_assert_eq(st.len, 8 * BS);
+	route_write_submit(&lun, &file, r, 2 * BS, len, payload, ARG);
+	cr_assert_eq(st.calls[C_BLK_WRITE_SUBMIT], 1);
+	st.done(st.arg, 0, NULL, len);
+	cr_assert_eq(ans.kind, A_WRITE);
+	cr_assert_eq(ans.len, 8 * BS);
+}
+
+Test(route, a_held_slice_write_cut_at_the_end_stays_in_place_when_still_aligned)
+{
+	size_t len = 8 * BS;
+	struct blk_req *r;
+	void *payload;
+	bool in_place;
+	cr_assert_eq(write_in(LUN_SIZE - 4 * BS, &len, &r, &payload, &in_place), 0);
+	cr_assert(in_place);
+	cr_assert_eq(len, 4 * BS, "cut at the end of the LUN");
+	cr_assert_eq(st.len, 4 * BS);
+}
+
+Test(route, an_unaligned_write_in_a_held_slice_takes_a_slice_of_its_own)
+{
+	struct blk_req *r;
+	void *payload;
+	bool in_place = true;
+	size_t len = 8 * BS;
+	cr_assert_eq(write_in(100, &len, &r, &payload, &in_place), 0);
+	cr_assert(!in_place, "an unaligned offset needs the read-modify-write room of a slice of its own");
+	cr_assert_eq(r, (struct blk_req *)&fake_req);
+	cr_assert_eq(payload, payload_buf);
+	len = 8 * BS + 1;
+	cr_assert_eq(write_in(0, &len, &r, &payload, &in_place), 0);
+	cr_assert(!in_place, "so does an unaligned length");
+	cr_assert_eq(st.calls[C_BLK_WRITE_PREPARE_IN], 0);
+	cr_assert_eq(st.calls[C_BLK_WRITE_PREPARE], 2);
+}
+
+Test(route, a_write_in_a_held_slice_is_checked_as_any_write)
+{
+	struct blk_req *r;
+	void *payload;
+	bool in_place = true;
+	size_t len = 0;
+	cr_assert_eq(write_in(0, &len, &r, &payload, &in_place), 0);
+	cr_assert_null(r, "an empty write is answered");
+	cr_assert(!in_place);
+	cr_assert_eq(ans.kind, A_WRITE);
+	len = BS;
+	cr_assert_eq(write_in(LUN_SIZE, &len, &r, &payload, &in_place), EFBIG);
+	cr_assert(!in_place);
+	atomic_store(&lun.gone, true);
+	cr_assert_eq(write_in(0, &len, &r, &payload, &in_place), ENODEV);
+	cr_assert_eq(backend_calls(), 0, "nothing reaches the backend");
+}
+
+Test(route, write_back_absorbs_a_write_written_in_place_and_returns_the_slice)
+{
+	with_cache();
+	st.absorb = true;
+	size_t len = 8 * BS;
+	struct blk_req *r;
+	void *payload;
+	bool in_place;
+	cr_assert_eq(write_in(0, &len, &r, &payload, &in_place), 0);
+	cr_assert(in_place);
+	route_write_submit(&lun, &file, r, 0, len, payload, ARG);
+	cr_assert_eq(st.calls[C_BCACHE_WRITE_ABSORB], 1);
+	cr_assert_eq(st.calls[C_BLK_WRITE_CANCEL], 1, "the cache keeps a copy, the slice goes back");
+	cr_assert_eq(ans.kind, A_WRITE);
 }
 
 Test(route, write_back_absorbs_a_write)

@@ -1,0 +1,158 @@
+#!/bin/bash
+# SPDX-License-Identifier: MIT
+#
+# The "zero-copy-write" test of the e2e suite: a block-aligned write is
+# read from /dev/fuse straight into the pool slice that goes to the target,
+# with no copy in user space, and what is copied is counted.
+#
+#   zerocopy.sh ISERFUSE_BINARY
+#
+# Starts tgtd (LUN 1, 256 MiB, sparse), mounts it over TCP with
+# cache_size=0 (no block cache: it copies by design), then:
+#   - 64 MiB of O_DIRECT 1 MiB writes (dd): .stats payload_bytes_copied
+#     does not move, the data reads back with the same sha256;
+#   - one unaligned write of 5000 bytes at byte 100 (no O_DIRECT): it
+#     moves payload_bytes_copied by exactly 5000 and rmw_bytes_copied by
+#     the 120 edge bytes merged into its 512-byte blocks, and reads back;
+# then remounts with the block cache (default size) and writeback: 4 MiB
+# of buffered writes leave payload_bytes_copied unchanged and move
+# cache_bytes_copied by 8 MiB (kept in the cache, then handed to write-back).
+#
+# Prints "ok - ..." / "not ok - ..." per check and "N passed, M failed"
+# last; exits 1 if anything failed, 77 (skip) when not root.  Needs root,
+# /dev/fuse, tgt, fuse3, dd, sha256sum.
+set -euo pipefail
+
+here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
+# shellcheck source-path=SCRIPTDIR source=../lib/targets.sh
+. "$here/../lib/targets.sh"
+# shellcheck source-path=SCRIPTDIR source=../lib/report.sh
+. "$here/../lib/report.sh"
+# shellcheck source-path=SCRIPTDIR source=../lib/suite.sh
+. "$here/../lib/suite.sh"
+# shellcheck source-path=SCRIPTDIR source=../lib/mount.sh
+. "$here/../lib/mount.sh"
+
+suite_args 1 ISERFUSE_BINARY "$@"
+iserfuse=$1
+need_exe "$iserfuse"
+iserfuse=$(cd "$(dirname "$iserfuse")" && pwd)/$(basename "$iserfuse")
+need_root "the test mounts FUSE and runs tgtd, which needs root"
+
+[[ -c /dev/fuse ]] || missing+=(/dev/fuse)
+need_tools tgtd tgtadm fusermount3 mountpoint dd sha256sum head cmp timeout
+
+suite_scratch zerocopy
+mnt=$work/mnt
+mkdir -p "$mnt"
+
+suite_drop=('tgtd/*.img' 'data' 'back')
+suite_teardown() {
+	force_unmount "$mnt"
+	kill_daemons "$mnt" 5
+	tgtd_stop "$work/tgtd"
+	is_mounted "$mnt" && suite_busy="$mnt is still mounted"
+	return 0
+}
+
+stat_of() {
+	awk -v k="$1" '$1 == k { print $2 }' "$mnt/.stats"
+}
+
+if ! tgtd_start "$work/tgtd" 256M 0 >/dev/null 2>"$work/log"; then
+	fail "tgtd started"
+	note "$work/log"
+	summary
+	exit 1
+fi
+pass "tgtd started ($TGT_URL)"
+
+rc=0
+timeout -k 10 120 "$iserfuse" -o initiator_name=iqn.2026-11.org.example:zerocopy -o cache_size=0 \
+	"$TGT_URL/1" "$mnt" >"$work/mount.out" 2>"$work/mount.err" </dev/null || rc=$?
+check_eq "mount with cache_size=0 exits 0" "$rc" 0
+if ! is_mounted "$mnt" || ! wait_lun "$mnt" 50; then
+	fail "$mnt/lun1 is there"
+	note "$work/mount.err"
+	summary
+	exit 1
+fi
+check_eq ".stats: transport tcp" "$(stat_of transport)" tcp
+
+# ---- aligned: 64 MiB of O_DIRECT 1 MiB writes, no copy
+head -c $((64 << 20)) /dev/urandom >"$work/data"
+c0=$(stat_of payload_bytes_copied)
+w0=$(stat_of bytes_written)
+rc=0
+dd if="$work/data" of="$mnt/lun1" bs=1M count=64 oflag=direct conv=notrunc status=none || rc=$?
+check_eq "dd of 64 MiB, 1 MiB O_DIRECT writes, exits 0" "$rc" 0
+c1=$(stat_of payload_bytes_copied)
+w1=$(stat_of bytes_written)
+echo "# payload_bytes_copied $c0 -> $c1, bytes_written $w0 -> $w1"
+check_eq "bytes_written grew by the 64 MiB" "$((w1 - w0))" $((64 << 20))
+check_eq "payload_bytes_copied did not move for the aligned writes" "$((c1 - c0))" 0
+dd if="$mnt/lun1" of="$work/back" bs=1M count=64 iflag=direct status=none
+check_eq "the 64 MiB read back have the sha256 written" "$(sha256sum <"$work/back" | cut -d' ' -f1)" \
+	"$(sha256sum <"$work/data" | cut -d' ' -f1)"
+
+# ---- unaligned: 5000 bytes at byte 100, copied and counted
+c0=$(stat_of payload_bytes_copied)
+m0=$(stat_of rmw_bytes_copied)
+head -c 5000 /dev/urandom >"$work/small"
+rc=0
+dd if="$work/small" of="$mnt/lun1" bs=5000 count=1 seek=100 oflag=seek_bytes conv=notrunc,fsync status=none || rc=$?
+check_eq "dd of 5000 bytes at byte 100 exits 0" "$rc" 0
+c1=$(stat_of payload_bytes_copied)
+m1=$(stat_of rmw_bytes_copied)
+echo "# unaligned: payload_bytes_copied $c0 -> $c1, rmw_bytes_copied $m0 -> $m1"
+# 5000 bytes copied into the slice, plus what the TCP transport copied of the two 512-byte edge blocks it
+# read (a Data-In that arrives whole with its header is copied out of the receive buffer): 0 .. 1024
+d=$((c1 - c0))
+check "payload_bytes_copied grew by the 5000 unaligned bytes (+ at most the 1024 of the edge reads: $d)" \
+	test "$d" -ge 5000 -a "$d" -le 6024
+# blocks 0 and 1 (512-byte blocks: LBA 0 .. 9) are merged: 100 bytes before, 5120 - 5100 = 20 after
+check_eq "rmw_bytes_copied grew by the 100 + 20 edge bytes merged" "$((m1 - m0))" 120
+echo 3 >/proc/sys/vm/drop_caches
+check "the unaligned bytes read back" cmp -s "$work/small" <(dd if="$mnt/lun1" bs=5100 count=1 status=none | tail -c 5000)
+check "the aligned data around them is intact" cmp -s <(head -c 100 "$work/data") <(head -c 100 "$mnt/lun1")
+
+pid=$(daemon_pids "$mnt")
+rc=0
+if [[ -n $pid ]]; then
+	kill -TERM "$pid"
+	wait_exit "$pid" 60 || rc=1
+fi
+check_eq "the daemon ends on SIGTERM" "$rc" 0
+
+# ---- the block cache (default cache_size) with write-back: it copies, by design, and counts it
+rc=0
+timeout -k 10 120 "$iserfuse" -o initiator_name=iqn.2026-11.org.example:zerocopy -o writeback \
+	"$TGT_URL/1" "$mnt" >"$work/mount2.out" 2>"$work/mount2.err" </dev/null || rc=$?
+check_eq "mount with the block cache and writeback exits 0" "$rc" 0
+if ! is_mounted "$mnt" || ! wait_lun "$mnt" 50; then
+	fail "$mnt/lun1 is there again"
+	note "$work/mount2.err"
+	summary
+	exit 1
+fi
+c0=$(stat_of payload_bytes_copied)
+k0=$(stat_of cache_bytes_copied)
+rc=0
+dd if="$work/data" of="$mnt/lun1" bs=1M count=4 seek=8 conv=notrunc,fsync status=none || rc=$?
+check_eq "dd of 4 MiB, buffered, fsync, exits 0" "$rc" 0
+c1=$(stat_of payload_bytes_copied)
+k1=$(stat_of cache_bytes_copied)
+echo "# cached: payload_bytes_copied $c0 -> $c1, cache_bytes_copied $k0 -> $k1"
+check_eq "payload_bytes_copied did not move: the data came in its slice" "$((c1 - c0))" 0
+check_eq "cache_bytes_copied grew by 4 MiB kept in the cache + 4 MiB handed to write-back" "$((k1 - k0))" $((8 << 20))
+check "the cached write reads back after the write-back" \
+	cmp -s <(head -c $((4 << 20)) "$work/data") <(dd if="$mnt/lun1" bs=1M skip=8 count=4 iflag=direct status=none)
+pid=$(daemon_pids "$mnt")
+rc=0
+if [[ -n $pid ]]; then
+	kill -TERM "$pid"
+	wait_exit "$pid" 60 || rc=1
+fi
+check_eq "the cached daemon ends on SIGTERM" "$rc" 0
+
+summary
