@@ -67,7 +67,7 @@ fi
 pass "tgtd on $MP_A:3260 and $MP_B:3260"
 for a in "$MP_A" "$MP_B"; do
 	check "the gateway namespace reaches $a:3260" \
-		ip netns exec "$ns_gw" timeout 5 bash -c "exec 3<>/dev/tcp/$a/3260"
+		nsenter --net="/run/netns/$ns_gw" timeout 5 bash -c "exec 3<>/dev/tcp/$a/3260"
 done
 
 if ! mp_mount "iscsi://$MP_A:3260/$TGT_IQN/1" -o "portal=$MP_B:3260,login_timeout=5" "${opts[@]}"; then
@@ -131,7 +131,8 @@ mp_stalls "$work/outages" $(cat "$work/passes") >"$work/stalls"
 sed 's/^outage/# outage/' "$work/stalls" | grep -v '^max'
 stall=$(awk '$1 == "max" { print $2 }' "$work/stalls")
 echo "# longest I/O stall ($mode, outages of $down_s s): $stall ms"
-grep -E 'path .* (down \(|up again after)' "$work/daemon.log" | sed 's/^/# daemon: /' || true
+# the daemon's own account: paths down and up again; without multipath, the session's recoveries
+grep -E 'path .* (down \(|up again after)|reinstated after' "$work/daemon.log" | sed 's/^/# daemon: /' || true
 
 mp_check "failovers > 0 ($(mp_stat failovers))" test "$(mp_stat failovers || echo 0)" -gt 0
 for a in "$MP_A" "$MP_B"; do
