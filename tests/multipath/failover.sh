@@ -16,7 +16,9 @@
 #   blackhole  the links stay up and a blackhole route in the target's
 #              namespace drops every reply for 5 s: only the NOP-Out pings
 #              (noop_interval=1, noop_timeout=2, about 3 s) can tell.
-# Always checked: 0 verify errors and 0 I/O errors.  With the multipath
+# Always checked: 0 verify errors and 0 I/O errors; without the multipath
+# layer, for blackhole, that the pings alone saw each outage of A (one
+# reinstatement each).  With the multipath
 # layer: failovers > 0, each outage logged as a path going down, both paths
 # up at the end and, for link, no completion waited 1.5 s (the outage's
 # length).  The longest completion latency per outage and overall is
@@ -143,6 +145,11 @@ mp_check "both paths up at the end (paths_up 2)" mp_wait_stat paths_up 2 15
 for i in 0 1; do
 	mp_check "path$i up: $(mp_path_line $i)" bash -c "[[ '$(mp_path_line $i)' == path$i\ *\ up\ * ]]"
 done
+if [[ $mode == blackhole ]] && ! mp_has_multipath; then
+	# one path: the NOP-Out pings alone saw each outage of A (B carries nothing)
+	check_eq "without multipath each blackhole on A ends in one reinstatement ($((outages / 2)))" \
+		"$(grep -c "session to $MP_A:3260 reinstated after command or NOP-Out timeout" "$work/daemon.log" || true)" $((outages / 2))
+fi
 if [[ $mode == link ]]; then
 	mp_check "no completion waited as long as an outage (longest $stall ms < 1500 ms)" test "${stall%.*}" -lt 1500
 fi
