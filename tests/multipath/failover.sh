@@ -50,7 +50,7 @@ if [[ $mode == link ]]; then
 	opts=()
 else
 	down_s=5
-	opts=(-o noop_interval=1,noop_timeout=2)
+	opts=(-o "noop_interval=1,noop_timeout=2")
 fi
 
 mp_init "failover-$mode"
@@ -129,7 +129,8 @@ done <"$work/passes"
 check_eq "$passes fio passes across $outages outages ($mode): 0 verify errors" "$verify" 0
 check_eq "$passes fio passes across $outages outages ($mode): 0 I/O errors" "$ioerr" 0
 
-mp_stalls "$work/outages" $(cat "$work/passes") >"$work/stalls"
+mapfile -t names <"$work/passes"
+mp_stalls "$work/outages" "${names[@]}" >"$work/stalls"
 sed 's/^outage/# outage/' "$work/stalls" | grep -v '^max'
 stall=$(awk '$1 == "max" { print $2 }' "$work/stalls")
 echo "# longest I/O stall ($mode, outages of $down_s s): $stall ms"
