@@ -15,6 +15,9 @@
 # daemon runs in $ns_gw (nsenter --net only: its mount is visible here,
 # where fio and dd run).  Names carry $$; the teardown stops what was
 # started by PID and deletes both namespaces (their veth links go with them).
+# Commands run in a namespace through nsenter --net, never ip netns exec:
+# that one also makes a mount namespace, whose copy of a FUSE mount made
+# meanwhile keeps that mount's daemon from seeing its unmount.
 #
 #   mp_init NAME                 suite_scratch NAME and the teardown
 #   mp_net                       the namespaces and links; 1 if they cannot be made

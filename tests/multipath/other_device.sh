@@ -57,7 +57,7 @@ b_before=$(md5sum <"$work/b.img")
 for x in A B; do
 	a=$MP_A
 	[[ $x == B ]] && a=$MP_B
-	check "lunident_probe through link $x: $(ip netns exec "$ns_gw" "$probe" save "$a" 3260 "$TGT_IQN" 1 "$work/$x.id" 2>>"$work/probe.err" || true)" \
+	check "lunident_probe through link $x: $(nsenter --net="/run/netns/$ns_gw" "$probe" save "$a" 3260 "$TGT_IQN" 1 "$work/$x.id" 2>>"$work/probe.err" || true)" \
 		test -s "$work/$x.id"
 done
 got=$("$probe" compare "$work/A.id" "$work/B.id" 2>>"$work/probe.err" || true)
