@@ -65,6 +65,9 @@ const struct gw_opt gw_opts[GW_OPT_COUNT] = {
 				"while they all wait for free buffers or command slots (-s: one)"},
 	[GW_OPT_ALLOW_OTHER] = {"allow_other", GW_OPT_FLAG, NULL, 0, "off", 0, 0, 0, 1,
 				"let other users use the mount (needs user_allow_other)"},
+	[GW_OPT_IO_URING] = {"io_uring", GW_OPT_STR, "MODE", 0, "auto", 0, 0, 0, 0,
+			     "FUSE requests over io_uring: auto (where the kernel offers it, else\n"
+			     "/dev/fuse), on (or no mount) or off"},
 };
 
 /* The order of --help (and of the man page's OPTIONS). */
@@ -73,7 +76,7 @@ static const enum gw_opt_id help_order[] = {
 	GW_OPT_POOL_SLICES, GW_OPT_LOGIN_TIMEOUT, GW_OPT_CMD_TIMEOUT, GW_OPT_NOOP_INTERVAL,
 	GW_OPT_NOOP_TIMEOUT, GW_OPT_REPLACEMENT_TIMEOUT, GW_OPT_RESCAN_INTERVAL, GW_OPT_CACHE_SIZE,
 	GW_OPT_WRITEBACK, GW_OPT_HEADER_DIGEST, GW_OPT_DATA_DIGEST, GW_OPT_TRANSPORT, GW_OPT_SECRET_FILE,
-	GW_OPT_LOG_LEVEL, GW_OPT_LOG_FILE, GW_OPT_MAX_THREADS, GW_OPT_UMASK, GW_OPT_ALLOW_OTHER,
+	GW_OPT_LOG_LEVEL, GW_OPT_LOG_FILE, GW_OPT_MAX_THREADS, GW_OPT_IO_URING, GW_OPT_UMASK, GW_OPT_ALLOW_OTHER,
 };
 _Static_assert(sizeof(help_order) / sizeof(help_order[0]) == GW_OPT_COUNT, "every option in --help");
 
