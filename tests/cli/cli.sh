@@ -206,6 +206,46 @@ fi
 url=$TGT_URL
 port=$(<"$work/tgt/port")
 
+# ---------------------------------------------------------------- FUSE over io_uring: which path serves the mount
+# The kernel offers the rings only to mounts made while enable_uring is Y;
+# the suite sets it for these mounts and always puts back what it found.
+uring_param=/sys/module/fuse/parameters/enable_uring
+if [[ -w $uring_param ]]; then
+	uring_was=$(cat "$uring_param")
+	uring_restore() { echo "$uring_was" >"$uring_param"; }
+	trap 'uring_restore; cleanup' EXIT
+	echo N >"$uring_param"
+	if run_ok "enable_uring=N: -o io_uring=auto mounts" "$iserfuse" "$url" "$mnt" -o io_uring=auto; then
+		check_eq "enable_uring=N: io_uring=auto: .stats fuse_path dev" "$(stat_of "$mnt" fuse_path)" dev
+		check_eq "enable_uring=N: io_uring=auto: .stats fuse_ring_requests 0" "$(stat_of "$mnt" fuse_ring_requests)" 0
+		unmount "$mnt"
+	fi
+	run_fail1 "enable_uring=N: -o io_uring=on exits 1 and mounts nothing" "io_uring=on: .*enable_uring is N" \
+		"$iserfuse" "$url" "$mnt" -o io_uring=on
+	check_eq "enable_uring=N: io_uring=on says one line" "$(wc -l <"$work/out")" 1
+	run_fail1 "-o io_uring=sometimes exits 1" "bad option 'io_uring=sometimes'" "$iserfuse" "$url" "$mnt" -o io_uring=sometimes
+	echo Y >"$uring_param"
+	for mode in auto on; do
+		if run_ok "enable_uring=Y: -o io_uring=$mode mounts" "$iserfuse" "$url" "$mnt" -o io_uring=$mode; then
+			check_eq "enable_uring=Y: io_uring=$mode: .stats fuse_path io_uring" "$(stat_of "$mnt" fuse_path)" io_uring
+			dd if=/dev/zero of="$mnt/lun1" bs=4k count=64 oflag=direct conv=notrunc status=none
+			dd if="$mnt/lun1" of=/dev/null bs=4k count=64 iflag=direct status=none
+			n=$(stat_of "$mnt" fuse_ring_requests)
+			check "enable_uring=Y: io_uring=$mode: 128 direct I/Os came on the rings (fuse_ring_requests $n)" \
+				test "${n:-0}" -ge 128
+			unmount "$mnt"
+		fi
+	done
+	if run_ok "enable_uring=Y: -o io_uring=off mounts" "$iserfuse" "$url" "$mnt" -o io_uring=off; then
+		check_eq "enable_uring=Y: io_uring=off: .stats fuse_path dev" "$(stat_of "$mnt" fuse_path)" dev
+		unmount "$mnt"
+	fi
+	uring_restore
+	trap cleanup EXIT
+else
+	skip "FUSE over io_uring: $uring_param is not writable (kernel without CONFIG_FUSE_IO_URING)"
+fi
+
 # ---------------------------------------------------------------- configuration errors
 conf=$work/iserfuse.conf
 printf '# comment\ninitiator_name = %s\n[lab]\nurl = %s\ncolour = blue\n' "$initiator" "$url" >"$conf"
