@@ -330,11 +330,24 @@ static void rings_free(struct gw_fuse_uring *u)
 	u->nrings = 0;
 }
 
-/* The threads' model: one per ring.  ISERFUSE_URING_THREADS=1: one ring (one thread) for every queue. */
+/*
+ * Ring threads: one per two CPU queues, at least one (as the /dev/fuse
+ * readers: they share the CPUs with the event thread and the
+ * application; on two CPUs one thread for both queues was at least as
+ * fast as one per queue, see design.md).  ISERFUSE_URING_THREADS=N
+ * (1..nqueues) sets it, for measurements.
+ */
 static unsigned rings_wanted(unsigned nqueues)
 {
 	const char *e = getenv("ISERFUSE_URING_THREADS");
-	return e && !strcmp(e, "1") ? 1 : nqueues;
+	unsigned n = nqueues >= 4 ? nqueues / 2 : 1;
+	if (e && *e) {
+		char *end;
+		unsigned long v = strtoul(e, &end, 10);
+		if (!*end && v >= 1 && v <= nqueues)
+			n = (unsigned)v;
+	}
+	return n;
 }
 
 /*
