@@ -5,13 +5,15 @@
  * Queues and threads: the kernel has one queue per possible CPU and
  * queues a request on the queue of the CPU its caller runs on; the ring
  * is used once every queue has an entry registered.  Each ring (an
- * io_uring of SQE128 entries, SINGLE_ISSUER | DEFER_TASKRUN where the
- * kernel takes it) carries the entries of one or more queues and is
- * served by one thread (not pinned), which alone submits to it: REGISTER
- * of its entries, COMMIT_AND_FETCH of each reply, and a read of its
- * eventfd.  The thread turns each request into /dev/fuse's layout
- * (fuse_uring_conv.c) and runs its handler (fuse_session_process_buf),
- * as a /dev/fuse reader does.
+ * io_uring of SQE128 entries) carries the entries of one or more queues
+ * and is served by one thread (not pinned), plus stand-ins while that one
+ * waits in a handler for back-pressure (started by the supervisor thread
+ * after GW_LOOP_STALL_MS, as fuse_loop.c does for /dev/fuse; they stay
+ * until the unmount).  Only the thread holding the ring's cq_lock submits
+ * (REGISTER of the entries, COMMIT_AND_FETCH of each reply, the read of
+ * the ring's eventfd) and reaps; it turns a request into /dev/fuse's
+ * layout (fuse_uring_conv.c), lets go of cq_lock and runs the handler
+ * (fuse_session_process_buf), as a /dev/fuse reader does.
  *
  * Replies: libfuse writes every reply through our writev hook, on
  * whichever thread replies (the ring thread, the connection's event
@@ -34,17 +36,18 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <liburing.h>
+#include <poll.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/eventfd.h>
 #include <sys/mman.h>
-#include <sys/syscall.h>
 #include <unistd.h>
 
 #include "../initiator/log.h"
 #include "../initiator/thread.h"
+#include "fuse_loop.h"
 #include "fuse_uring_conv.h"
 #include "gateway.h"
 
@@ -72,8 +75,13 @@ struct ring {
 	struct gw_fuse_uring *u;
 	struct io_uring ring;
 	bool ring_ok;
-	pthread_t t;
-	bool t_ok;
+	pthread_mutex_t cq_lock;              /* held by the thread that submits and reaps (the poller) */
+	bool registered;                      /* under cq_lock: the entries were registered */
+	pthread_t *t;                         /* the ring's threads: [0] from the start, stand-ins after it */
+	unsigned nthreads, tcap;              /* written by the starter (rings_create, then the supervisor) */
+	atomic_uint idle;                     /* threads not in a handler */
+	atomic_ulong handled;                 /* handlers finished, ever */
+	atomic_bool armed;                    /* a stall check is due: set by the thread that made idle 0 */
 	int efd;
 	uint64_t efd_val;
 	struct ent *ents;
@@ -105,6 +113,11 @@ struct gw_fuse_uring {
 	pthread_mutex_t go_lock;
 	pthread_cond_t go_cv;
 	_Atomic int go;                       /* 0: wait, 1: register, -1: none (fallback, failure, end) */
+	/* the supervisor: starts a stand-in on a ring whose threads all wait in handlers */
+	pthread_t sup;
+	bool sup_ok;
+	int sup_efd;
+	atomic_bool sup_stop;
 };
 
 static _Thread_local struct ring *tl_ring; /* the ring whose thread this is */
@@ -173,7 +186,8 @@ static void commit_queue(struct ent *e)
 	pthread_mutex_lock(&r->lock);
 	r->pending[r->npending++] = e; /* at most every entry once: never full */
 	pthread_mutex_unlock(&r->lock);
-	if (tl_ring != r) {
+	/* its own thread in a handler with no other thread polling: it submits the list itself on return */
+	if (tl_ring != r || atomic_load(&r->idle) > 0) {
 		uint64_t one = 1;
 		if (write(r->efd, &one, sizeof(one)) < 0)
 			return; /* EAGAIN: already signalled */
@@ -250,6 +264,23 @@ static void ring_fail(struct ring *r, struct ent *e, int res)
 	}
 }
 
+static void sup_wake(struct gw_fuse_uring *u)
+{
+	uint64_t one = 1;
+	if (write(u->sup_efd, &one, sizeof(one)) < 0)
+		return; /* EAGAIN: already signalled */
+}
+
+/*
+ * A ring's thread: leader and followers.  The thread that holds cq_lock
+ * submits the queued commits, waits for completions and takes one; for a
+ * request it lets go of cq_lock and runs the handler, so that another
+ * thread of the ring (a stand-in, started when all wait in handlers) can
+ * take over while a handler waits for back-pressure.  The first thread to
+ * hold cq_lock registers the entries.  Threads never end before the ring
+ * does: the kernel delivers an entry's next request in the task that
+ * submitted its last command, and fails it if that task is gone.
+ */
 static void *ring_run(void *arg)
 {
 	struct ring *r = arg;
@@ -262,43 +293,100 @@ static void *ring_run(void *arg)
 	pthread_mutex_unlock(&u->go_lock);
 	if (go < 0)
 		return NULL;
-	/* from here this thread is the ring's only submitter (liburing 2.3 declares io_uring_enable_rings, exports none) */
-	int rc = (int)syscall(__NR_io_uring_register, r->ring.ring_fd, IORING_REGISTER_ENABLE_RINGS, NULL, 0);
-	if (rc < 0)
-		rc = -errno;
-	if (rc < 0) {
-		ring_fail(r, &r->ents[0], rc);
-		return NULL;
+	pthread_mutex_lock(&r->cq_lock);
+	if (!r->registered) {
+		for (unsigned i = 0; i < r->nents; i++) {
+			struct io_uring_sqe *sqe = io_uring_get_sqe(&r->ring); /* the SQ holds every entry */
+			if (sqe)
+				prep_cmd(sqe, u->fd, &r->ents[i], GW_FUSE_IO_URING_CMD_REGISTER);
+		}
+		arm_eventfd(r);
+		r->registered = true;
 	}
-	for (unsigned i = 0; i < r->nents; i++) {
-		struct io_uring_sqe *sqe = io_uring_get_sqe(&r->ring); /* the SQ holds every entry */
-		if (sqe)
-			prep_cmd(sqe, u->fd, &r->ents[i], GW_FUSE_IO_URING_CMD_REGISTER);
-	}
-	arm_eventfd(r);
 	while (!atomic_load(&r->stop)) {
-		ring_submit_pending(r);
-		rc = io_uring_submit_and_wait(&r->ring, 1);
-		if (rc < 0 && rc != -EINTR && rc != -EAGAIN && rc != -EBUSY) {
-			log_err("FUSE ring: io_uring_enter: %s", strerror(-rc));
-			break;
-		}
 		struct io_uring_cqe *cqe;
-		unsigned head, seen = 0;
-		io_uring_for_each_cqe(&r->ring, head, cqe) {
-			seen++;
-			if (cqe->user_data == EFD_TAG) {
-				if (!atomic_load(&r->stop))
-					arm_eventfd(r);
-				continue;
+		ring_submit_pending(r);
+		if (io_uring_peek_cqe(&r->ring, &cqe) != 0) {
+			int rc = io_uring_submit_and_wait(&r->ring, 1);
+			if (rc < 0 && rc != -EINTR && rc != -EAGAIN && rc != -EBUSY && rc != -ETIME) {
+				log_err("FUSE ring: io_uring_enter: %s", strerror(-rc));
+				break;
 			}
-			struct ent *e = io_uring_cqe_get_data(cqe);
-			if (cqe->res == 0)
-				ent_dispatch(e);
-			else
-				ring_fail(r, e, cqe->res);
+			continue;
 		}
-		io_uring_cq_advance(&r->ring, seen);
+		uint64_t ud = cqe->user_data;
+		int res = cqe->res;
+		io_uring_cqe_seen(&r->ring, cqe);
+		if (ud == EFD_TAG) {
+			if (!atomic_load(&r->stop))
+				arm_eventfd(r);
+			continue;
+		}
+		struct ent *e = (struct ent *)(uintptr_t)ud;
+		if (res) {
+			ring_fail(r, e, res);
+			continue;
+		}
+		if (atomic_fetch_sub(&r->idle, 1) == 1 && !atomic_exchange(&r->armed, true))
+			sup_wake(u); /* the last thread not in a handler: the supervisor checks for a stall */
+		pthread_mutex_unlock(&r->cq_lock);
+		ent_dispatch(e);
+		atomic_fetch_add_explicit(&r->handled, 1, memory_order_relaxed);
+		atomic_fetch_add(&r->idle, 1);
+		pthread_mutex_lock(&r->cq_lock);
+	}
+	pthread_mutex_unlock(&r->cq_lock);
+	return NULL;
+}
+
+/* Start one more thread on r (the stop signals blocked).  Returns 0 or a negative errno. */
+static int ring_thread_start(struct ring *r)
+{
+	if (r->nthreads >= r->tcap)
+		return -EAGAIN;
+	atomic_fetch_add(&r->idle, 1);
+	int rc = thread_start_quiet(&r->t[r->nthreads], ring_run, r);
+	if (rc) {
+		atomic_fetch_sub(&r->idle, 1);
+		return -rc;
+	}
+	r->nthreads++;
+	return 0;
+}
+
+/* As fuse_loop.c's supervisor: after GW_LOOP_STALL_MS with every thread of a ring in a handler and none done, a stand-in. */
+static void *sup_run(void *arg)
+{
+	struct gw_fuse_uring *u = arg;
+	while (!atomic_load(&u->sup_stop)) {
+		struct pollfd p = {.fd = u->sup_efd, .events = POLLIN};
+		if (poll(&p, 1, 250) > 0) {
+			uint64_t v;
+			if (read(u->sup_efd, &v, sizeof(v)) < 0)
+				continue;
+		}
+		for (bool again = true; again && !atomic_load(&u->sup_stop);) {
+			again = false;
+			for (unsigned i = 0; i < u->nrings; i++) {
+				struct ring *r = &u->rings[i];
+				if (!atomic_load(&r->armed))
+					continue;
+				unsigned long before = atomic_load(&r->handled);
+				struct timespec ts = {0, GW_LOOP_STALL_MS * 1000000L};
+				nanosleep(&ts, NULL);
+				if (atomic_load(&r->idle) == 0 && atomic_load(&r->handled) == before) {
+					int rc = ring_thread_start(r);
+					if (rc && rc != -EAGAIN)
+						log_warn("cannot start a FUSE ring thread: %s", strerror(-rc));
+					else if (!rc)
+						log_debug("FUSE ring %u: threads all in handlers for %d ms: stand-in started "
+							  "(%u threads)", i, GW_LOOP_STALL_MS, r->nthreads);
+				}
+				atomic_store(&r->armed, false);
+				if (atomic_load(&r->idle) == 0 && r->nthreads < r->tcap && !atomic_exchange(&r->armed, true))
+					again = true; /* all still busy: look again */
+			}
+		}
 	}
 	return NULL;
 }
@@ -306,15 +394,22 @@ static void *ring_run(void *arg)
 /* Free what rings_create made (threads joined first). */
 static void rings_free(struct gw_fuse_uring *u)
 {
+	if (u->sup_ok) {
+		atomic_store(&u->sup_stop, true);
+		sup_wake(u);
+		pthread_join(u->sup, NULL);
+		u->sup_ok = false;
+	}
 	for (unsigned i = 0; u->rings && i < u->nrings; i++) {
 		struct ring *r = &u->rings[i];
-		if (r->t_ok) {
-			atomic_store(&r->stop, true);
+		atomic_store(&r->stop, true);
+		if (r->nthreads) {
 			uint64_t one = 1;
 			if (write(r->efd, &one, sizeof(one)) < 0)
 				log_debug("FUSE ring: eventfd: %s", strerror(errno));
-			pthread_join(r->t, NULL);
 		}
+		for (unsigned k = 0; k < r->nthreads; k++)
+			pthread_join(r->t[k], NULL);
 		if (r->ring_ok)
 			io_uring_queue_exit(&r->ring); /* cancels the entries still registered */
 		if (r->efd >= 0)
@@ -323,7 +418,9 @@ static void rings_free(struct gw_fuse_uring *u)
 			munmap(r->mem, r->mem_len);
 		free(r->ents);
 		free(r->pending);
+		free(r->t);
 		pthread_mutex_destroy(&r->lock);
+		pthread_mutex_destroy(&r->cq_lock);
 	}
 	free(u->rings);
 	u->rings = NULL;
@@ -372,16 +469,19 @@ static int rings_create(struct gw_fuse_uring *u)
 		struct ring *r = &u->rings[i];
 		r->u = u;
 		pthread_mutex_init(&r->lock, NULL);
+		pthread_mutex_init(&r->cq_lock, NULL);
 		unsigned nq = u->nqueues / u->nrings + (i < u->nqueues % u->nrings); /* queues i, i + nrings, ... */
 		r->nents = nq * u->depth;
 		r->ents = calloc(r->nents, sizeof(*r->ents));
 		r->pending = calloc(r->nents, sizeof(*r->pending));
+		r->tcap = r->nents + 1; /* at most one thread per entry in a handler, and one polling */
+		r->t = calloc(r->tcap, sizeof(*r->t));
 		r->mem_len = stride * r->nents;
 		r->mem = mmap(NULL, r->mem_len, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
 		if (r->mem == MAP_FAILED)
 			r->mem = NULL;
 		r->efd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
-		if (!r->ents || !r->pending || !r->mem || r->efd < 0) {
+		if (!r->ents || !r->pending || !r->t || !r->mem || r->efd < 0) {
 			rc = r->efd < 0 && r->mem ? -errno : -ENOMEM;
 			break;
 		}
@@ -395,18 +495,18 @@ static int rings_create(struct gw_fuse_uring *u)
 			e->iov[0] = (struct iovec){e->hdr, sizeof(*e->hdr)};
 			e->iov[1] = (struct iovec){e->payload, u->payload_sz};
 		}
-		struct io_uring_params p = {.flags = IORING_SETUP_SQE128 | IORING_SETUP_R_DISABLED |
-						     IORING_SETUP_SINGLE_ISSUER | IORING_SETUP_DEFER_TASKRUN};
+		/* any thread of the ring may submit (under cq_lock): no SINGLE_ISSUER, no DEFER_TASKRUN */
+		struct io_uring_params p = {.flags = IORING_SETUP_SQE128};
 		rc = io_uring_queue_init_params(r->nents + 2, &r->ring, &p);
-		if (rc == -EINVAL) { /* a kernel without DEFER_TASKRUN */
-			p = (struct io_uring_params){.flags = IORING_SETUP_SQE128 | IORING_SETUP_R_DISABLED};
-			rc = io_uring_queue_init_params(r->nents + 2, &r->ring, &p);
-		}
 		if (rc)
 			break;
 		r->ring_ok = true;
-		rc = -thread_start_quiet(&r->t, ring_run, r);
-		r->t_ok = !rc;
+		rc = ring_thread_start(r);
+	}
+	if (!rc) {
+		u->sup_efd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
+		rc = u->sup_efd < 0 ? -errno : -thread_start_quiet(&u->sup, sup_run, u);
+		u->sup_ok = !rc;
 	}
 	if (rc) {
 		pthread_mutex_lock(&u->go_lock);
@@ -558,6 +658,7 @@ int gw_fuse_uring_attach(struct fuse_session *se, enum gw_uring_mode mode, unsig
 	u->depth = depth ? depth : 1;
 	u->fd = fuse_session_fd(se);
 	u->copied = copied;
+	u->sup_efd = -1;
 	pthread_mutex_init(&u->go_lock, NULL);
 	pthread_cond_init(&u->go_cv, NULL);
 	/* splice as libfuse would do it itself: the /dev/fuse path stays as it was */
@@ -604,6 +705,8 @@ void gw_fuse_uring_end(struct gw_fuse_uring *u)
 	pthread_cond_broadcast(&u->go_cv);
 	pthread_mutex_unlock(&u->go_lock);
 	rings_free(u);
+	if (u->sup_efd >= 0)
+		close(u->sup_efd);
 	pthread_mutex_destroy(&u->go_lock);
 	pthread_cond_destroy(&u->go_cv);
 	free(u);

@@ -37,6 +37,14 @@ int gw_uring_mode_parse(const char *text, enum gw_uring_mode *out);
  */
 int gw_uring_kernel_check(char *why, size_t cap);
 
+/*
+ * Ring entries per CPU queue: the kernel puts up to max_background (128,
+ * fs.c) background requests on one queue, each holding its entry while
+ * its handler waits for back-pressure, and the synchronous ones (ls,
+ * stat, .stats) need entries of their own meanwhile.
+ */
+#define GW_URING_QUEUE_ENTRIES (128 + 16)
+
 struct gw_fuse_uring;
 
 /*

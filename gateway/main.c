@@ -418,9 +418,7 @@ static int mount_uring(struct mount *m)
 		log_info("FUSE requests over /dev/fuse (io_uring=off)");
 		return 0;
 	}
-	/* one entry per command slot on each CPU's queue, at most 64: the kernel uses the caller's CPU's queue */
-	unsigned qd = (unsigned)gw_settings_num(&m->o, GW_OPT_QUEUE_DEPTH);
-	int rc = gw_fuse_uring_attach(m->se, m->umode, qd < 64 ? qd : 64, &g->payload_copied, &g->uring);
+	int rc = gw_fuse_uring_attach(m->se, m->umode, GW_URING_QUEUE_ENTRIES, &g->payload_copied, &g->uring);
 	if (rc && m->umode == GW_URING_ON) {
 		fprintf(stderr, "iserfuse: io_uring=on: %s\n", strerror(-rc));
 		return -1;
