@@ -105,6 +105,7 @@ struct gw_fuse_uring {
 	bool offered;
 	atomic_bool active;                   /* the rings are registered and serve */
 	atomic_bool failed;
+	atomic_bool ending;                   /* the FUSE loop has ended: refuse new requests, errors are the stop's */
 	atomic_ullong requests;
 	size_t payload_sz;
 	unsigned nqueues, nrings;
@@ -212,7 +213,7 @@ static void ent_dispatch(struct ent *e)
 	memcpy(&in, e->hdr->in_out, sizeof(in));
 	void *start;
 	size_t len;
-	if (fuse_session_exited(u->se)) {
+	if (fuse_session_exited(u->se) || atomic_load(&u->ending)) {
 		reply_err(e, in.unique, ENOTCONN);
 		return;
 	}
@@ -250,8 +251,8 @@ static void ring_fail(struct ring *r, struct ent *e, int res)
 {
 	struct gw_fuse_uring *u = r->u;
 	e->dead = true;
-	if (res == -ENOTCONN || atomic_load(&r->stop) || fuse_session_exited(u->se))
-		return; /* the unmount */
+	if (res == -ENOTCONN || atomic_load(&r->stop) || atomic_load(&u->ending) || fuse_session_exited(u->se))
+		return; /* the stop, the unmount */
 	if (atomic_exchange(&u->active, false)) {
 		if (u->mode == GW_URING_ON) {
 			log_err("io_uring=on: a FUSE ring entry failed (queue %u: %s): stopping", e->qid, strerror(-res));
@@ -692,6 +693,12 @@ uint64_t gw_fuse_uring_requests(const struct gw_fuse_uring *u)
 bool gw_fuse_uring_failed(const struct gw_fuse_uring *u)
 {
 	return u && atomic_load(&u->failed);
+}
+
+void gw_fuse_uring_quiesce(struct gw_fuse_uring *u)
+{
+	if (u)
+		atomic_store(&u->ending, true);
 }
 
 void gw_fuse_uring_end(struct gw_fuse_uring *u)

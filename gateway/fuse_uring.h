@@ -69,6 +69,15 @@ uint64_t gw_fuse_uring_requests(const struct gw_fuse_uring *u);
 bool gw_fuse_uring_failed(const struct gw_fuse_uring *u);
 
 /*
+ * Once the FUSE loop has returned (it resets the session's exited flag):
+ * requests that still come on ring entries are answered ENOTCONN, as
+ * /dev/fuse leaves them to the unmount, and ring errors from then on
+ * (the unmount closes the descriptor: EBADF) are the stop's, not a
+ * failure.  No-op for NULL.
+ */
+void gw_fuse_uring_quiesce(struct gw_fuse_uring *u);
+
+/*
  * After the unmount (every reply sent): stop the ring threads, close the
  * rings (the kernel cancels the entries still registered) and free u.
  * No-op for NULL.

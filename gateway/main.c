@@ -523,6 +523,7 @@ int main(int argc, char **argv)
 		goto out_session;
 
 	int lrc = mount_serve(&m);
+	gw_fuse_uring_quiesce(m.g.uring);
 	bool never_live = gw_live_watch_end(&m.watch);
 	int unsynced = gw_stop(&m.g, m.se, &m.sync);
 	bool uring_failed = gw_fuse_uring_failed(m.g.uring);

@@ -236,6 +236,20 @@ if [[ -w $uring_param ]]; then
 			unmount "$mnt"
 		fi
 	done
+	# SIGTERM with requests in flight on the rings: the usual stop, exit 0, nothing left mounted
+	"$iserfuse" -f -o io_uring=on "$url" "$mnt" >"$work/uring-term.log" 2>&1 &
+	fg_pid=$!
+	for _ in $(seq 100); do is_mounted "$mnt" && break; sleep 0.1; done
+	timeout 20 fio --name=term --filename="$mnt/lun1" --size=8m --rw=randwrite --bs=4k --iodepth=32 --ioengine=libaio \
+		--direct=1 --runtime=10 --time_based >/dev/null 2>&1 &
+	dd_pid=$!
+	sleep 1
+	kill -TERM "$fg_pid" 2>/dev/null || true
+	rc=0
+	wait "$fg_pid" || rc=$?
+	wait "$dd_pid" 2>/dev/null || true
+	check_eq "enable_uring=Y: SIGTERM during QD32 direct writes over the rings: exit 0, nothing mounted" \
+		"$rc $(is_mounted "$mnt" && echo mounted || echo gone)" "0 gone"
 	if run_ok "enable_uring=Y: -o io_uring=off mounts" "$iserfuse" "$url" "$mnt" -o io_uring=off; then
 		check_eq "enable_uring=Y: io_uring=off: .stats fuse_path dev" "$(stat_of "$mnt" fuse_path)" dev
 		unmount "$mnt"
