@@ -612,7 +612,7 @@ static ssize_t io_writev(int fd, struct iovec *iov, int count, void *userdata)
 {
 	struct gw_fuse_uring *u = uring_of(userdata);
 	uint64_t unique = gw_fuse_reply_unique(iov, count);
-	if (unique && unique == u->init_unique && atomic_load(&u->init_seen) && !u->go)
+	if (unique && !u->go && atomic_load(&u->init_seen) && unique == u->init_unique)
 		return init_reply(u, fd, iov, count);
 	struct ent *e = unique && u->go > 0 ? ent_take(u, unique) : NULL;
 	if (!e)
