@@ -84,6 +84,7 @@ struct ring {
 	atomic_bool armed;                    /* a stall check is due: set by the thread that made idle 0 */
 	int efd;
 	uint64_t efd_val;
+	atomic_bool kicked;                   /* efd written, its read not yet reaped: no need to write again */
 	struct ent *ents;
 	unsigned nents;
 	void *mem;                            /* one mapping for the entries' headers and payloads */
@@ -188,7 +189,7 @@ static void commit_queue(struct ent *e)
 	r->pending[r->npending++] = e; /* at most every entry once: never full */
 	pthread_mutex_unlock(&r->lock);
 	/* its own thread in a handler with no other thread polling: it submits the list itself on return */
-	if (tl_ring != r || atomic_load(&r->idle) > 0) {
+	if ((tl_ring != r || atomic_load(&r->idle) > 0) && !atomic_exchange(&r->kicked, true)) {
 		uint64_t one = 1;
 		if (write(r->efd, &one, sizeof(one)) < 0)
 			return; /* EAGAIN: already signalled */
@@ -319,6 +320,8 @@ static void *ring_run(void *arg)
 		int res = cqe->res;
 		io_uring_cqe_seen(&r->ring, cqe);
 		if (ud == EFD_TAG) {
+			/* before the commit list is taken: a reply queued after this writes efd again */
+			atomic_store(&r->kicked, false);
 			if (!atomic_load(&r->stop))
 				arm_eventfd(r);
 			continue;
