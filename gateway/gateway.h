@@ -55,6 +55,8 @@ struct gw_lun {
 				   * invalidates the kernel's pages of it (rescan.c) */
 };
 
+struct gw_fuse_uring;
+
 struct gw {
 	struct iscsi_session *s; /* the first session (owned by mp when there is one); control commands use gw_ctl */
 	struct mpath *mp;        /* the multipath set (paths.c), NULL with -o multipath=off: I/O goes through it */
@@ -82,7 +84,9 @@ struct gw {
 	bool writeback;         /* -o writeback */
 	pthread_mutex_t files_lock; /* guards files */
 	struct gw_file *files;  /* open LUN files (with the block cache) */
-	atomic_uint_fast64_t payload_copied; /* write payload bytes memcpy'd from libfuse's buffer (not a pipe) */
+	atomic_uint_fast64_t payload_copied; /* write payload bytes memcpy'd from libfuse's buffer (not a pipe),
+					      * read replies copied into a FUSE ring entry's payload */
+	struct gw_fuse_uring *uring; /* FUSE over io_uring (fuse_uring.c); NULL with -o io_uring=off */
 	void **cache_slices;    /* pool slices holding the cache blocks */
 	unsigned ncache_slices;
 };

@@ -33,6 +33,7 @@
 #include "credentials.h"
 #include "daemon.h"
 #include "fuse_loop.h"
+#include "fuse_uring.h"
 #include "gateway.h"
 #include "lun_select.h"
 #include "paths.h"
@@ -50,6 +51,7 @@ struct mount {
 	struct fuse_cmdline_opts cmd;   /* libfuse's: mount point, -f, -d, -s (clone_fd, max_idle_threads unused) */
 	struct iscsi_url url;
 	enum gw_transport tmode;
+	enum gw_uring_mode umode;       /* -o io_uring= */
 	struct iscsi_chap_creds creds;
 	struct gw_pool_plan plan;
 	struct gw g;
@@ -251,6 +253,10 @@ static int mount_check(struct mount *m)
 			o->str[GW_OPT_TRANSPORT]);
 		return -1;
 	}
+	if (gw_uring_mode_parse(o->str[GW_OPT_IO_URING], &m->umode)) {
+		fprintf(stderr, "iserfuse: bad option 'io_uring=%s': auto, on or off expected\n", o->str[GW_OPT_IO_URING]);
+		return -1;
+	}
 	explicit_bzero(o->url, strlen(o->url));
 	log_set_context(m->url.target); /* every line names the target (and the LUN where it is about one) */
 	if (gw_creds_load(&m->creds, &m->url, o->str[GW_OPT_SECRET_FILE]))
@@ -410,6 +416,29 @@ static int mount_files(struct mount *m)
 }
 
 /*
+ * FUSE over io_uring (fuse_uring.c) on the session just mounted, before
+ * the loop reads the INIT request: -o io_uring=off leaves libfuse's
+ * /dev/fuse I/O as it is.  Returns 0, or -1 after printing one line
+ * (io_uring=on only).
+ */
+static int mount_uring(struct mount *m)
+{
+	struct gw *g = &m->g;
+	if (m->umode == GW_URING_OFF) {
+		log_info("FUSE requests over /dev/fuse (io_uring=off)");
+		return 0;
+	}
+	int rc = gw_fuse_uring_attach(m->se, m->umode, GW_URING_QUEUE_ENTRIES, &g->payload_copied, &g->uring);
+	if (rc && m->umode == GW_URING_ON) {
+		fprintf(stderr, "iserfuse: io_uring=on: %s\n", strerror(-rc));
+		return -1;
+	}
+	if (rc)
+		log_warn("io_uring=auto: %s; FUSE requests go over /dev/fuse", strerror(-rc));
+	return 0;
+}
+
+/*
  * The stop signals, the kernel mount, the watcher that reports it live and
  * the rescan thread.  Returns 0, or -1 after printing one line (nothing
  * left mounted).
@@ -417,8 +446,20 @@ static int mount_files(struct mount *m)
 static int mount_kernel(struct mount *m)
 {
 	gw_stop_signals_install(m->se);
+	if (m->umode == GW_URING_ON) {
+		/* -o io_uring=on fails here, before the mount, where the kernel will not offer the rings */
+		char why[160];
+		if (gw_uring_kernel_check(why, sizeof(why))) {
+			fprintf(stderr, "iserfuse: io_uring=on: %s\n", why);
+			return -1;
+		}
+	}
 	if (fuse_session_mount(m->se, m->cmd.mountpoint)) {
 		fprintf(stderr, "iserfuse: cannot mount on %s\n", m->cmd.mountpoint);
+		return -1;
+	}
+	if (mount_uring(m)) {
+		fuse_session_unmount(m->se);
 		return -1;
 	}
 	struct gw_live_watch *w = &m->watch;
@@ -492,9 +533,13 @@ int main(int argc, char **argv)
 		goto out_session;
 
 	int lrc = mount_serve(&m);
+	gw_fuse_uring_quiesce(m.g.uring);
 	bool never_live = gw_live_watch_end(&m.watch);
 	int unsynced = gw_stop(&m.g, m.se, &m.sync);
-	rc = lrc < 0 || unsynced || never_live ? 1 : 0;
+	bool uring_failed = gw_fuse_uring_failed(m.g.uring);
+	gw_fuse_uring_end(m.g.uring); /* after the unmount: every reply is in */
+	m.g.uring = NULL;
+	rc = lrc < 0 || unsynced || never_live || uring_failed ? 1 : 0;
 out_session:
 	gw_stop_close(&m.g, m.iser, m.sync);
 out:

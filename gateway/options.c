@@ -76,6 +76,9 @@ const struct gw_opt gw_opts[GW_OPT_COUNT] = {
 	[GW_OPT_PATH_SELECTOR] = {"path_selector", GW_OPT_STR, "P", 0, "least-outstanding", 0, 0, 0, 0,
 				  "the path of each command: least-outstanding (fewest in flight)\n"
 				  "or round-robin"},
+	[GW_OPT_IO_URING] = {"io_uring", GW_OPT_STR, "MODE", 0, "auto", 0, 0, 0, 0,
+			     "FUSE requests over io_uring: auto (where the kernel offers it, else\n"
+			     "/dev/fuse), on (or no mount) or off"},
 };
 
 /* The order of --help (and of the man page's OPTIONS). */
@@ -85,7 +88,7 @@ static const enum gw_opt_id help_order[] = {
 	GW_OPT_NOOP_TIMEOUT, GW_OPT_REPLACEMENT_TIMEOUT, GW_OPT_RESCAN_INTERVAL, GW_OPT_CACHE_SIZE,
 	GW_OPT_WRITEBACK, GW_OPT_HEADER_DIGEST, GW_OPT_DATA_DIGEST, GW_OPT_TRANSPORT, GW_OPT_MULTIPATH, GW_OPT_PORTAL,
 	GW_OPT_SESSIONS, GW_OPT_PATH_SELECTOR, GW_OPT_SECRET_FILE,
-	GW_OPT_LOG_LEVEL, GW_OPT_LOG_FILE, GW_OPT_MAX_THREADS, GW_OPT_UMASK, GW_OPT_ALLOW_OTHER,
+	GW_OPT_LOG_LEVEL, GW_OPT_LOG_FILE, GW_OPT_MAX_THREADS, GW_OPT_IO_URING, GW_OPT_UMASK, GW_OPT_ALLOW_OTHER,
 };
 _Static_assert(sizeof(help_order) / sizeof(help_order[0]) == GW_OPT_COUNT, "every option in --help");
 

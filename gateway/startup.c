@@ -70,7 +70,7 @@ static bool iserfuse_mounted_on(const char *path, char *src, size_t cap)
 /* One line for stat's or access's errno; a stale FUSE mount gets the way out. */
 static void mountpoint_error(const char *mnt, int e)
 {
-	if (e == ENOTCONN)
+	if (e == ENOTCONN || e == ECONNABORTED)
 		fprintf(stderr, "iserfuse: mount point %s: %s (a FUSE mount whose daemon is gone: clear it with "
 			"fusermount3 -u %s)\n", mnt, strerror(e), mnt);
 	else
@@ -89,8 +89,16 @@ int gw_mountpoint_check(const char *mnt)
 		return -1;
 	}
 	struct statfs sfs;
-	/* a stale mount's cached attributes can pass stat and access: statfs always asks the daemon */
-	if (statfs(mnt, &sfs) || access(mnt, X_OK)) {
+	/*
+	 * A stale mount's cached attributes can pass stat and access: statfs
+	 * always asks the daemon.  Where the dead daemon served over io_uring,
+	 * a request queued while its rings are torn down fails ECONNABORTED;
+	 * the next one gets the connection's ENOTCONN.
+	 */
+	int frc = statfs(mnt, &sfs);
+	if (frc && errno == ECONNABORTED)
+		frc = statfs(mnt, &sfs);
+	if (frc || access(mnt, X_OK)) {
 		mountpoint_error(mnt, errno);
 		return -1;
 	}

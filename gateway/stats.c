@@ -12,6 +12,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "fuse_uring.h"
 #include "gateway.h"
 #include "paths.h"
 #include "../initiator/mpath.h"
@@ -28,6 +29,7 @@ struct snap {
 	uint64_t cache_bytes, cache_hits, cache_misses, cache_readahead_bytes, cache_readahead_used_bytes;
 	uint64_t cache_readahead_wasted_bytes, cache_dirty_blocks, cache_writeback_blocks, cache_bytes_copied;
 	uint64_t scsi_retries, unit_attentions, rescans, capacity_changes;
+	uint64_t fuse_ring_requests;
 };
 
 static const struct {
@@ -68,6 +70,7 @@ static const struct {
 	ROW(unit_attentions),
 	ROW(rescans),
 	ROW(capacity_changes),
+	ROW(fuse_ring_requests),
 #undef ROW
 };
 
@@ -122,6 +125,7 @@ static void take_snapshot(struct gw *g, struct snap *n)
 	gw_rescan_get_stats(g, &rr);
 	n->rescans = rr.rescans;
 	n->capacity_changes = rr.capacity_changes;
+	n->fuse_ring_requests = gw_fuse_uring_requests(g->uring);
 }
 
 /*
@@ -169,6 +173,7 @@ int gw_stats_render(struct gw *g, char **out, size_t *len)
 		return -ENOMEM;
 	take_snapshot(g, &n);
 	fprintf(f, "transport %s\n", g->transport ? g->transport : "tcp");
+	fprintf(f, "fuse_path %s\n", gw_fuse_uring_path(g->uring));
 	for (size_t i = 0; i < sizeof(rows) / sizeof(rows[0]); i++)
 		fprintf(f, "%s %llu\n", rows[i].key, (unsigned long long)*(const uint64_t *)((const char *)&n + rows[i].off));
 	render_paths(g, f);

@@ -137,7 +137,7 @@ for k in sorted(set(man_keys) - set(defaults)):
     bad.append("--help: no entry for -o %s (in the man page)" % k)
 print("\n".join(bad) if bad else "same %d keys" % len(defaults))
 PY
-check_eq "--help and the man page list the same -o keys, defaults and ranges" "$(cat "$work/table.out")" "same 27 keys"
+check_eq "--help and the man page list the same -o keys, defaults and ranges" "$(cat "$work/table.out")" "same 28 keys"
 check_eq "--help shows the CHAP sources once" "$(grep -c 'CHAP credentials come from' "$work/help")" 1
 check_eq "--help shows allow_other once" "$(grep -c -- '-o allow_other' "$work/help")" 1
 rc=0
@@ -240,6 +240,60 @@ fi
 url=$TGT_URL
 port=$(<"$work/tgt/port")
 
+# ---------------------------------------------------------------- FUSE over io_uring: which path serves the mount
+# The kernel offers the rings only to mounts made while enable_uring is Y;
+# the suite sets it for these mounts and always puts back what it found.
+uring_param=/sys/module/fuse/parameters/enable_uring
+if [[ -w $uring_param ]]; then
+	uring_was=$(cat "$uring_param")
+	uring_restore() { echo "$uring_was" >"$uring_param"; }
+	trap 'uring_restore; cleanup' EXIT
+	echo N >"$uring_param"
+	if run_ok "enable_uring=N: -o io_uring=auto mounts" "$iserfuse" "$url" "$mnt" -o io_uring=auto; then
+		check_eq "enable_uring=N: io_uring=auto: .stats fuse_path dev" "$(stat_of "$mnt" fuse_path)" dev
+		check_eq "enable_uring=N: io_uring=auto: .stats fuse_ring_requests 0" "$(stat_of "$mnt" fuse_ring_requests)" 0
+		unmount "$mnt"
+	fi
+	run_fail1 "enable_uring=N: -o io_uring=on exits 1 and mounts nothing" "io_uring=on: .*enable_uring is N" \
+		"$iserfuse" "$url" "$mnt" -o io_uring=on
+	check_eq "enable_uring=N: io_uring=on says one line" "$(wc -l <"$work/out")" 1
+	run_fail1 "-o io_uring=sometimes exits 1" "bad option 'io_uring=sometimes'" "$iserfuse" "$url" "$mnt" -o io_uring=sometimes
+	echo Y >"$uring_param"
+	for mode in auto on; do
+		if run_ok "enable_uring=Y: -o io_uring=$mode mounts" "$iserfuse" "$url" "$mnt" -o io_uring=$mode; then
+			check_eq "enable_uring=Y: io_uring=$mode: .stats fuse_path io_uring" "$(stat_of "$mnt" fuse_path)" io_uring
+			dd if=/dev/zero of="$mnt/lun1" bs=4k count=64 oflag=direct conv=notrunc status=none
+			dd if="$mnt/lun1" of=/dev/null bs=4k count=64 iflag=direct status=none
+			n=$(stat_of "$mnt" fuse_ring_requests)
+			check "enable_uring=Y: io_uring=$mode: 128 direct I/Os came on the rings (fuse_ring_requests $n)" \
+				test "${n:-0}" -ge 128
+			unmount "$mnt"
+		fi
+	done
+	# SIGTERM with requests in flight on the rings: the usual stop, exit 0, nothing left mounted
+	"$iserfuse" -f -o io_uring=on "$url" "$mnt" >"$work/uring-term.log" 2>&1 &
+	fg_pid=$!
+	for _ in $(seq 100); do is_mounted "$mnt" && break; sleep 0.1; done
+	timeout 20 fio --name=term --filename="$mnt/lun1" --size=8m --rw=randwrite --bs=4k --iodepth=32 --ioengine=libaio \
+		--direct=1 --runtime=10 --time_based >/dev/null 2>&1 &
+	dd_pid=$!
+	sleep 1
+	kill -TERM "$fg_pid" 2>/dev/null || true
+	rc=0
+	wait "$fg_pid" || rc=$?
+	wait "$dd_pid" 2>/dev/null || true
+	check_eq "enable_uring=Y: SIGTERM during QD32 direct writes over the rings: exit 0, nothing mounted" \
+		"$rc $(is_mounted "$mnt" && echo mounted || echo gone)" "0 gone"
+	if run_ok "enable_uring=Y: -o io_uring=off mounts" "$iserfuse" "$url" "$mnt" -o io_uring=off; then
+		check_eq "enable_uring=Y: io_uring=off: .stats fuse_path dev" "$(stat_of "$mnt" fuse_path)" dev
+		unmount "$mnt"
+	fi
+	uring_restore
+	trap cleanup EXIT
+else
+	skip "FUSE over io_uring: $uring_param is not writable (kernel without CONFIG_FUSE_IO_URING)"
+fi
+
 # ---------------------------------------------------------------- configuration errors
 conf=$work/iserfuse.conf
 printf '# comment\ninitiator_name = %s\n[lab]\nurl = %s\ncolour = blue\n' "$initiator" "$url" >"$conf"
@@ -286,7 +340,7 @@ if run_ok "iserfuse lab mounts section [lab] on its mountpoint" "$iserfuse" -o "
 	before=$(cat "$mnt/.stats")
 	cp "$mnt/.stats" "$work/stats0"
 	keys=$(awk '{ print $1 }' "$work/stats0" | tr '\n' ' ')
-	want="transport mr_registrations payload_bytes_copied rmw_bytes_copied commands bytes_read bytes_written queue_depth queue_depth_max pool_bytes pool_slices pool_in_use pool_in_use_max latency_p50_us latency_p90_us latency_p99_us reconnects tx_direct tx_kicks event_wakeups luns cache_bytes cache_hits cache_misses cache_readahead_bytes cache_readahead_used_bytes cache_readahead_wasted_bytes cache_dirty_blocks cache_writeback_blocks cache_bytes_copied scsi_retries unit_attentions rescans capacity_changes paths paths_up paths_refused failovers path0 "
+	want="transport fuse_path mr_registrations payload_bytes_copied rmw_bytes_copied commands bytes_read bytes_written queue_depth queue_depth_max pool_bytes pool_slices pool_in_use pool_in_use_max latency_p50_us latency_p90_us latency_p99_us reconnects tx_direct tx_kicks event_wakeups luns cache_bytes cache_hits cache_misses cache_readahead_bytes cache_readahead_used_bytes cache_readahead_wasted_bytes cache_dirty_blocks cache_writeback_blocks cache_bytes_copied scsi_retries unit_attentions rescans capacity_changes fuse_ring_requests paths paths_up paths_refused failovers path0 "
 	check_eq ".stats keys" "$keys" "$want"
 	# every key .stats prints is explained in the man page's .stats entry (FILES IN THE MOUNT)
 	statsdoc=$(sed -n '/^\.SH FILES IN THE MOUNT/,/^\.SH/p' "$manpage" | sed -n '/^\.B \.stats$/,/^\.RE$/p')

@@ -144,7 +144,8 @@ lio_alua_paths() {
 		return
 	fi
 	: > "$LOG"
-	if ! mount_lun -o "transport=auto,portal=$PORTAL:3262,cache_size=0,log_level=info"; then
+	B_ALUA=/sys/kernel/config/target/core/fileio_0/lun0/alua
+	if ! mount_lun -o "transport=auto,portal=$PORTAL:3262,cache_size=0,log_level=debug"; then
 		fail "LIO ALUA: mount with portal=$PORTAL:3262"; note "$LOG"
 		return
 	fi
@@ -156,6 +157,13 @@ lio_alua_paths() {
 	echo "# $line0"; echo "# $line1"
 	check_eq "LIO ALUA: path0 over iSER, active/optimized" "$(echo "$line0" | awk '{print $3, $5}')" "iser active/optimized"
 	check_eq "LIO ALUA: path1 over TCP, active/non-optimized" "$(echo "$line1" | awk '{print $3, $5}')" "tcp active/non-optimized"
+	if ! echo "$line0" | grep -q " active/optimized "; then # what the target reports, for the log
+		iscsi-inq -i "$NAME" "iscsi://$PORTAL:3261/iqn.2024-01.lab.rdma:lio/0" 2>&1 | grep -i "tpgs\|alua" | sed 's/^/# inq: /'
+		iscsi-inq -i "$NAME" -e 1 -c 0x83 "iscsi://$PORTAL:3261/iqn.2024-01.lab.rdma:lio/0" 2>&1 | sed 's/^/# vpd83: /' | head -30
+		"$BUILD/iserfuse" --list -o "initiator_name=$NAME" "iscsi://$PORTAL:3261" 2>&1 | sed 's/^/# list: /' | head -20
+		grep -i "target port\|TPGS\|ALUA" "$LOG" | sed 's/^/# log: /' | head -10
+		for f in "$B_ALUA"/*/alua_access_state "$B_ALUA"/*/alua_access_type "$B_ALUA"/*/tg_pt_gp_id; do echo "# $f: $(cat "$f")"; done
+	fi
 	c0=$(path_cmds 0); c1=$(path_cmds 1)
 	dd if="$MNT/$LUNF" of=/dev/null bs=64k count=32 iflag=direct status=none
 	d0=$(( $(path_cmds 0) - c0 )); d1=$(( $(path_cmds 1) - c1 ))
