@@ -7,6 +7,7 @@
 #include "fuse_rx.h"
 
 #include <errno.h>
+#include <linux/fuse.h>
 #include <stdatomic.h>
 #include <string.h>
 #include <unistd.h>
@@ -41,6 +42,16 @@ static bool rx_take(struct gw_rx *rx)
 	return true;
 }
 
+static void (*rx_observer)(void *arg, const void *req, size_t len);
+static void *rx_observer_arg;
+static atomic_bool rx_init_passed; /* the observer saw a FUSE_INIT: it is not called again */
+
+void gw_rx_on_request(void (*fn)(void *arg, const void *req, size_t len), void *arg)
+{
+	rx_observer = fn;
+	rx_observer_arg = arg;
+}
+
 int gw_rx_receive(struct gw_rx *rx, struct fuse_session *se, struct fuse_buf *fb)
 {
 	if (!rx->slice && !rx_take(rx))
@@ -67,6 +78,11 @@ int gw_rx_receive(struct gw_rx *rx, struct fuse_session *se, struct fuse_buf *fb
 	if ((size_t)res < GW_RX_IN_HDR) {
 		log_err("short read on /dev/fuse (%zd bytes)", res);
 		return -EIO;
+	}
+	if (rx_observer && !atomic_load_explicit(&rx_init_passed, memory_order_relaxed)) {
+		rx_observer(rx_observer_arg, buf, (size_t)res);
+		if (((const struct fuse_in_header *)buf)->opcode == FUSE_INIT)
+			atomic_store_explicit(&rx_init_passed, true, memory_order_relaxed);
 	}
 	*fb = (struct fuse_buf){.mem = buf, .size = (size_t)res};
 	rx_cur = rx;

@@ -55,6 +55,14 @@ void gw_rx_setup(struct buf_pool *pool, unsigned cap);
 int gw_rx_receive(struct gw_rx *rx, struct fuse_session *se, struct fuse_buf *fb);
 
 /*
+ * Call fn(arg, request, bytes) on the reader's thread for every request
+ * gw_rx_receive reads until the session's INIT has been seen (the io_uring
+ * set-up watches the INIT request, which libfuse's own read hook would
+ * otherwise see).  Set before the loop starts; NULL: none.
+ */
+void gw_rx_on_request(void (*fn)(void *arg, const void *req, size_t len), void *arg);
+
+/*
  * In a handler: the slice of the calling reader's request when data
  * (a WRITE's data, as libfuse passes it) lies at its data offset, else
  * NULL.  The reader still holds it until gw_rx_taken.

@@ -48,6 +48,7 @@
 #include "../initiator/log.h"
 #include "../initiator/thread.h"
 #include "fuse_loop.h"
+#include "fuse_rx.h"
 #include "fuse_uring_conv.h"
 #include "gateway.h"
 
@@ -526,19 +527,30 @@ static int rings_create(struct gw_fuse_uring *u)
 
 static struct gw_fuse_uring *uring_of(void *userdata) { return ((struct gw *)userdata)->uring; }
 
+/*
+ * A request read from /dev/fuse, by libfuse (io_read) or by a reader into
+ * its receive slice (fuse_rx.c): note the INIT request and whether the
+ * kernel offers the rings.  Any reader thread.
+ */
+static void note_request(void *arg, const void *buf, size_t n)
+{
+	struct gw_fuse_uring *u = arg;
+	if (atomic_load_explicit(&u->init_seen, memory_order_acquire))
+		return;
+	uint64_t unique;
+	bool offered;
+	if (gw_fuse_uring_init_request(buf, n, &unique, &offered)) {
+		u->init_unique = unique;
+		u->offered = offered;
+		atomic_store_explicit(&u->init_seen, true, memory_order_release);
+	}
+}
+
 static ssize_t io_read(int fd, void *buf, size_t len, void *userdata)
 {
 	ssize_t n = read(fd, buf, len);
-	struct gw_fuse_uring *u = uring_of(userdata);
-	if (n > 0 && !atomic_load_explicit(&u->init_seen, memory_order_acquire)) {
-		uint64_t unique;
-		bool offered;
-		if (gw_fuse_uring_init_request(buf, (size_t)n, &unique, &offered)) {
-			u->init_unique = unique;
-			u->offered = offered;
-			atomic_store_explicit(&u->init_seen, true, memory_order_release);
-		}
-	}
+	if (n > 0)
+		note_request(uring_of(userdata), buf, (size_t)n);
 	return n;
 }
 
@@ -672,6 +684,7 @@ int gw_fuse_uring_attach(struct fuse_session *se, enum gw_uring_mode mode, unsig
 		.splice_receive = io_splice_receive,
 		.splice_send = io_splice_send,
 	};
+	gw_rx_on_request(note_request, u); /* the readers that receive into slices bypass io_read */
 	int rc = fuse_session_custom_io(se, &io, u->fd);
 	if (rc) {
 		pthread_mutex_destroy(&u->go_lock);
