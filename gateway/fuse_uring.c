@@ -588,7 +588,10 @@ static ssize_t init_reply(struct gw_fuse_uring *u, int fd, struct iovec *iov, in
 		atomic_store(&u->go, -1); /* no rings: every reply goes to /dev/fuse */
 		if (u->mode == GW_URING_ON)
 			return init_refuse(u, fd, why);
-		log_warn("io_uring=auto: %s; FUSE requests go over /dev/fuse", why);
+		if (u->offered) /* offered and could not be used: worth a warning */
+			log_warn("io_uring=auto: %s; FUSE requests go over /dev/fuse", why);
+		else /* the usual case (enable_uring is N by default): one info line */
+			log_info("io_uring=auto: %s; FUSE requests go over /dev/fuse", why);
 		return writev(fd, iov, count);
 	}
 	ssize_t res = write(fd, buf, (size_t)n);
