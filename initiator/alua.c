@@ -78,25 +78,42 @@ int alua_parse_rtpg(const uint8_t *buf, size_t len, struct alua_tpg *out, size_t
 	if (!buf || len < 4)
 		return -EPROTO;
 	end = 4 + (size_t)get_be32(buf); /* no wrap: at most 4 + 0xffffffff */
-	avail = len < end ? len : end;
-	if (avail > 4 && ((buf[4] >> 4) & 0x07) == 0x01) {
+	/*
+	 * With the extended header, RETURN DATA LENGTH counts its bytes 4-7
+	 * (SPC-4 §6.36.2), but LIO leaves them out: a descriptor may end up to
+	 * 4 bytes past 4 + RETURN DATA LENGTH.  None may start there.
+	 */
+	size_t limit = end;
+	if (len > 4 && ((buf[4] >> 4) & 0x07) == 0x01) {
 		if (end < 8)
 			return -EPROTO;
-		if (avail >= 6 && implicit_transition_time_s)
+		if (len >= 6 && implicit_transition_time_s)
 			*implicit_transition_time_s = buf[5];
 		off = 8;
+		limit = end + 4;
 	}
-	while (off < end) {
+	avail = len < limit ? len : limit;
+	while (off < limit) {
 		size_t dlen;
 
-		if (end - off < 8)
+		if (off >= end && (avail <= off || avail - off < 8))
+			break;              /* the 4 bytes an extended header may add: no descriptor starts there */
+		if (limit - off < 8)
 			return -EPROTO;     /* a descriptor header running past the data */
 		if (avail < off + 8)
 			break;              /* cut short by the allocation length */
 		dlen = 8 + 4 * (size_t)buf[off + 7];
-		if (end - off < dlen)
+		if (limit - off < dlen)
 			return -EPROTO;
-		if (avail - off < dlen)
+		/*
+		 * Cut short: by the allocation length (a descriptor inside the
+		 * RETURN DATA LENGTH: not decoded), or, for one reaching into the
+		 * extended header's 4 bytes, by LIO's transfer length, which is
+		 * RETURN DATA LENGTH + 4: its header (the state) is kept, with the
+		 * port descriptors that came.
+		 */
+		bool cut = avail - off < dlen;
+		if (cut && off + dlen <= end)
 			break;
 		if (out && c < max) {
 			const uint8_t *d = buf + off;
@@ -109,9 +126,12 @@ int alua_parse_rtpg(const uint8_t *buf, size_t len, struct alua_tpg *out, size_t
 			t->tpg = get_be16(d + 2);
 			t->status_code = d[5];
 			t->nports = d[7];
-			for (size_t i = 0; i < t->nports && i < ALUA_TPG_PORTS_MAX; i++)
+			size_t came = (avail - off - 8) / 4;
+			for (size_t i = 0; i < t->nports && i < ALUA_TPG_PORTS_MAX && i < came; i++)
 				t->ports[i] = get_be16(d + 8 + 4 * i + 2);
 		}
+		if (cut)
+			break;
 		off += dlen;
 	}
 	*count = c;

@@ -181,14 +181,14 @@ Test(alua, rtpg_descriptor_past_the_data)
 	uint8_t b[sizeof(rtpg_ext)];
 	struct alua_tpg t[4];
 	size_t n = 9;
-	/* TPG 2 claims 3 ports; RETURN DATA LENGTH ends after 2 */
+	/* TPG 2 claims 4 ports; RETURN DATA LENGTH ends after 2 (3 would end within the 4 bytes LIO leaves out) */
 	memcpy(b, rtpg_ext, sizeof(b));
-	b[27] = 3;
+	b[27] = 4;
 	cr_assert_eq(parse_exact(b, sizeof(b), t, 4, &n, NULL), -EPROTO);
 	cr_assert_eq(n, 0);
-	/* RETURN DATA LENGTH 3 bytes short of the last port descriptor */
+	/* RETURN DATA LENGTH 5 bytes short of the last port descriptor (up to 4 is LIO's way, see below) */
 	memcpy(b, rtpg_ext, sizeof(b));
-	b[3] = 0x20 - 3;
+	b[3] = 0x20 - 5;
 	cr_assert_eq(parse_exact(b, sizeof(b), t, 4, &n, NULL), -EPROTO);
 	/* a stray tail shorter than a descriptor header */
 	memcpy(b, rtpg_ext, sizeof(b));
@@ -365,4 +365,63 @@ Test(alua, inquiry_tpgs)
 	cr_assert_eq(scsi_inquiry_tpgs(inq, 5), 0);
 	cr_assert_eq(scsi_inquiry_tpgs(inq, 6), ALUA_TPGS_IMPLICIT);
 	cr_assert_eq(scsi_inquiry_tpgs(NULL, 0), 0);
+}
+
+/*
+ * LIO's answer (target_emulate_report_target_port_groups): the extended
+ * header, but a RETURN DATA LENGTH of the descriptors only, without the
+ * header's bytes 4-7.  Two groups of one port each, as the lab's LIO with
+ * two portals sends them.
+ */
+Test(alua, rtpg_extended_header_length_without_its_own_bytes)
+{
+	uint8_t b[32] = {
+		0, 0, 0, 24,              /* RETURN DATA LENGTH: the two descriptors only */
+		0x10, 0x00, 0, 0,         /* FORMAT TYPE 001b, implicit transition time 0 */
+		0x80, 0x0f, 0x00, 0x00,   /* PREF, active/optimized; supported; TPG 0 */
+		0, 0x00, 0, 1,            /* status, vendor, 1 port */
+		0, 0, 0, 1,               /* relative target port 1 */
+		0x01, 0x0f, 0x00, 0x02,   /* active/non-optimized; TPG 2 */
+		0, 0x00, 0, 1,
+		0, 0, 0, 2,
+	};
+	struct alua_tpg t[4];
+	size_t n = 0;
+	cr_assert_eq(alua_parse_rtpg(b, sizeof(b), t, 4, &n, NULL), 0);
+	cr_assert_eq(n, 2);
+	cr_assert_eq(t[0].tpg, 0);
+	cr_assert_eq(t[0].state, ALUA_ACTIVE_OPTIMIZED);
+	cr_assert(t[0].pref);
+	cr_assert_eq(t[1].tpg, 2);
+	cr_assert_eq(t[1].state, ALUA_ACTIVE_NON_OPTIMIZED);
+	cr_assert_eq(t[1].ports[0], 2);
+	/* the same with the length SPC-4 asks for (28): the same answer */
+	b[3] = 28;
+	cr_assert_eq(alua_parse_rtpg(b, sizeof(b), t, 4, &n, NULL), 0);
+	cr_assert_eq(n, 2);
+	/* a descriptor more than 4 bytes past the length is still refused */
+	b[3] = 20;
+	cr_assert_eq(alua_parse_rtpg(b, sizeof(b), t, 4, &n, NULL), -EPROTO);
+}
+
+/*
+ * LIO's transfer length is RETURN DATA LENGTH + 4 even with the extended
+ * header: the last group's last port descriptor does not come.  The group
+ * (its state) is still reported.
+ */
+Test(alua, rtpg_lio_transfer_cut_short)
+{
+	uint8_t b[28] = {
+		0, 0, 0, 24, 0x10, 0, 0, 0,
+		0x80, 0x0f, 0x00, 0x00, 0, 0, 0, 1, 0, 0, 0, 1, /* TPG 0 active/optimized, port 1 */
+		0x02, 0x0f, 0x00, 0x02, 0, 0, 0, 1,             /* TPG 2 standby, its port cut off */
+	};
+	struct alua_tpg t[4];
+	size_t n = 0;
+	cr_assert_eq(alua_parse_rtpg(b, sizeof(b), t, 4, &n, NULL), 0);
+	cr_assert_eq(n, 2);
+	cr_assert_eq(t[1].tpg, 2);
+	cr_assert_eq(t[1].state, ALUA_STANDBY);
+	cr_assert_eq(t[1].nports, 1);
+	cr_assert_eq(t[1].ports[0], 0); /* not read past the data */
 }

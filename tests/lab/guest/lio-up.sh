@@ -32,6 +32,9 @@ B=$T/core/fileio_0/lun0
 mkdir -p $B
 echo "fd_dev_name=$IMG,fd_dev_size=$bytes" > $B/control
 echo 1 > $B/enable
+# a unit serial, as targetcli sets one: without it LIO lists no VPD pages in
+# page 0 and has no NAA or T10 designator in page 0x83
+echo "6001405lab0lio00" > $B/wwn/vpd_unit_serial
 
 G=$T/iscsi/$IQN/tpgt_1
 mkdir -p $G/lun/lun_0
