@@ -138,10 +138,13 @@ static int check_path(void *arg, struct iscsi_session *s, int *alua, char *why, 
 {
 	struct gw *g = arg;
 	*alua = ALUA_NONE;
+	/* a pool slice, not malloc: over iSER the target RDMA-writes the answers into registered memory */
 	size_t buflen = buf_pool_slice_size(g->pool);
-	void *buf = malloc(buflen);
+	void *buf = buf_pool_tryget(g->pool, NULL);
 	struct iscsi_lun_info *info = malloc(sizeof(*info));
-	int rc = buf && info ? 0 : -ENOMEM;
+	int rc = !buf ? -EAGAIN : info ? 0 : -ENOMEM;
+	if (rc)
+		snprintf(why, cap, "%s", buf ? "out of memory" : "no free pool slice to probe with");
 	for (size_t i = 0, n = gw_nluns(g); i < n && !rc; i++) {
 		const struct gw_lun *l = &g->luns[i];
 		if (gw_lun_gone(l))
@@ -162,7 +165,8 @@ static int check_path(void *arg, struct iscsi_session *s, int *alua, char *why, 
 		}
 	}
 	free(info);
-	free(buf);
+	if (buf)
+		buf_pool_put(g->pool, buf);
 	return rc;
 }
 
