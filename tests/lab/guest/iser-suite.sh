@@ -145,7 +145,7 @@ lio_alua_paths() {
 	fi
 	: > "$LOG"
 	B_ALUA=/sys/kernel/config/target/core/fileio_0/lun0/alua
-	if ! mount_lun -o "transport=auto,portal=$PORTAL:3262,cache_size=0,log_level=debug"; then
+	if ! mount_lun -o "transport=auto,portal=$PORTAL:3262,cache_size=0,log_level=info,log_file=$OUT/lio-alua-daemon.log"; then
 		fail "LIO ALUA: mount with portal=$PORTAL:3262"; note "$LOG"
 		return
 	fi
@@ -176,7 +176,7 @@ lio_alua_paths() {
 	d0=$(( $(path_cmds 0) - c0 )); d1=$(( $(path_cmds 1) - c1 ))
 	check "LIO ALUA: states swapped at the target: reads down the TCP path only (path0 +$d0, path1 +$d1)" test "$d1" -ge 32 -a "$d0" -eq 0
 	check "LIO ALUA: 8 MiB round trip after the swap" roundtrip 8 16 512k
-	grep -E "ALUA|path " "$LOG" | sed 's/^/# /' | head -10
+	grep -E "ALUA|path " "$OUT/lio-alua-daemon.log" | sed 's/^/# /' | head -10
 	check "LIO ALUA: unmount" umount_lun
 }
 
