@@ -158,10 +158,8 @@ lio_alua_paths() {
 	check_eq "LIO ALUA: path0 over iSER, active/optimized" "$(echo "$line0" | awk '{print $3, $5}')" "iser active/optimized"
 	check_eq "LIO ALUA: path1 over TCP, active/non-optimized" "$(echo "$line1" | awk '{print $3, $5}')" "tcp active/non-optimized"
 	if ! echo "$line0" | grep -q " active/optimized "; then # what the target reports, for the log
-		iscsi-inq -i "$NAME" "iscsi://$PORTAL:3261/iqn.2024-01.lab.rdma:lio/0" 2>&1 | grep -i "tpgs\|alua" | sed 's/^/# inq: /'
-		iscsi-inq -i "$NAME" -e 1 -c 0x83 "iscsi://$PORTAL:3261/iqn.2024-01.lab.rdma:lio/0" 2>&1 | sed 's/^/# vpd83: /' | head -30
 		"$BUILD/iserfuse" --list -o "initiator_name=$NAME" "iscsi://$PORTAL:3261" 2>&1 | sed 's/^/# list: /' | head -20
-		grep -i "target port\|TPGS\|ALUA" "$LOG" | sed 's/^/# log: /' | head -10
+		grep -v "logged in" "$OUT/lio-alua-daemon.log" | sed 's/^/# log: /' | head -20
 		for f in "$B_ALUA"/*/alua_access_state "$B_ALUA"/*/alua_access_type "$B_ALUA"/*/tg_pt_gp_id; do echo "# $f: $(cat "$f")"; done
 	fi
 	c0=$(path_cmds 0); c1=$(path_cmds 1)
