@@ -22,6 +22,7 @@
 #include "../cache/blkio.h"
 #include "../cache/pool.h"
 #include "../initiator/lun.h"
+#include "../initiator/url.h"
 
 #define GW_MAX_LUNS 256
 
@@ -61,6 +62,8 @@ struct gw {
 	struct iscsi_session *s; /* the first session (owned by mp when there is one); control commands use gw_ctl */
 	struct mpath *mp;        /* the multipath set (paths.c), NULL with -o multipath=off: I/O goes through it */
 	struct gw_paths *paths;  /* the path thread and the link watcher (paths.c), NULL without mp */
+	char portal_host[ISCSI_URL_HOST_MAX]; /* the URL's portal (path 0), for .stats */
+	unsigned portal_port;
 	struct buf_pool *pool;
 	struct gw_lun *luns;
 	_Atomic size_t nluns;   /* slots in use: filled, then published (release); read with gw_nluns */

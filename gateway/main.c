@@ -346,6 +346,8 @@ static int mount_connect(struct mount *m)
 		.replacement_timeout_ms = (int)gw_settings_num(o, GW_OPT_REPLACEMENT_TIMEOUT) * 1000,
 	};
 	snprintf(sc.host, sizeof(sc.host), "%s", m->url.host);
+	snprintf(g->portal_host, sizeof(g->portal_host), "%s", m->url.host);
+	g->portal_port = m->url.port;
 	snprintf(sc.target_name, sizeof(sc.target_name), "%s", m->url.target);
 	if (o->str[GW_OPT_INITIATOR_NAME])
 		snprintf(sc.initiator_name, sizeof(sc.initiator_name), "%s", o->str[GW_OPT_INITIATOR_NAME]);

@@ -77,6 +77,11 @@ int gw_mpath_settle(struct gw_settings *o)
 		fprintf(stderr, "iserfuse: bad option 'multipath=off': portal= needs multipath=on\n");
 		return -1;
 	}
+	if (gw_settings_num(o, GW_OPT_SESSIONS) > 1 && !gw_settings_multipath(o)) {
+		fprintf(stderr, "iserfuse: bad option 'multipath=off': sessions=%lld needs multipath=on\n",
+			gw_settings_num(o, GW_OPT_SESSIONS));
+		return -1;
+	}
 	/* The URL's portal is path 0 already; a URL that does not parse is main's to report. */
 	struct iscsi_url u;
 	if (!o->nportals || !o->url || iscsi_url_parse(o->url, false, &u, NULL, 0))

@@ -152,8 +152,12 @@ static int check_path(void *arg, struct iscsi_session *s, int *alua, char *why, 
 		rc = iscsi_lun_probe(s, l->info.lun, buf, buflen, info);
 		char diff[160];
 		if (rc == -ENXIO || rc == -ENODEV || (!rc && info->inq.device_type != l->info.inq.device_type)) {
-			snprintf(why, cap, "LUN %u is not the same device there (%s)", l->info.lun,
-				 rc ? "not reported" : "another device type");
+			if (rc)
+				snprintf(why, cap, "LUN %u is not there (%s)", l->info.lun, strerror(-rc));
+			else
+				snprintf(why, cap, "LUN %u is not the same device there (peripheral qualifier %u, device type "
+					 "0x%02x, was 0x%02x)", l->info.lun, info->inq.qualifier, info->inq.device_type,
+					 l->info.inq.device_type);
 			rc = -ENODEV;
 		} else if (rc) {
 			snprintf(why, cap, "LUN %u: probe failed: %s", l->info.lun, strerror(-rc));
@@ -216,7 +220,7 @@ static void path_config(const struct gw_paths *P, struct iscsi_session_config *s
  * Open one more session to host:port and attach it.  Returns 0 (attached
  * or refused: not to be tried again) or a negative errno (try again later).
  */
-static int open_path(struct gw *g, struct gw_paths *P, const char *host, unsigned port)
+static int open_path(struct gw *g, struct gw_paths *P, const char *host, unsigned port, bool first_try)
 {
 	struct mpath_path *p = mpath_path_new(g->mp, host, port);
 	if (!p)
@@ -244,8 +248,11 @@ static int open_path(struct gw *g, struct gw_paths *P, const char *host, unsigne
 	}
 	iscsi_chap_creds_wipe(&sc.chap);
 	if (rc) {
-		log_info("path " ISCSI_HOSTPORT_FMT ": %s; tried again in %d s", ISCSI_HOSTPORT_ARGS(host, port), err,
-			 PATH_RETRY_MS / 1000);
+		if (first_try)
+			log_warn("path " ISCSI_HOSTPORT_FMT ": %s; trying again every %d s", ISCSI_HOSTPORT_ARGS(host, port),
+				 err, PATH_RETRY_MS / 1000);
+		else
+			log_debug("path " ISCSI_HOSTPORT_FMT ": %s", ISCSI_HOSTPORT_ARGS(host, port), err);
 		mpath_path_discard(p);
 		return rc;
 	}
@@ -293,17 +300,19 @@ static void discover_portals(struct gw_paths *P)
 
 /*
  * Open the sessions still pending on each portal of P's list (index
- * nportals: the URL's portal); a portal that fails keeps its count.
- * Returns whether any is left.
+ * nportals: the URL's portal); a portal that fails keeps its count and is
+ * logged once (tried[i]).  Returns whether any is left.
  */
-static bool open_pending(struct gw *g, struct gw_paths *P, unsigned *pending)
+static bool open_pending(struct gw *g, struct gw_paths *P, unsigned *pending, bool *tried)
 {
 	bool left = false;
 	for (size_t i = 0; i <= P->nportals && !stopping(P); i++) {
 		const char *host = i < P->nportals ? P->portals[i].host : P->sc.host;
 		unsigned port = i < P->nportals ? P->portals[i].port : P->sc.port;
 		while (pending[i] && !stopping(P)) {
-			if (open_path(g, P, host, port))
+			bool first = !tried[i];
+			tried[i] = true;
+			if (open_path(g, P, host, port, first))
 				break;
 			pending[i]--;
 		}
@@ -323,21 +332,25 @@ static void *path_thread(void *arg)
 	struct gw_paths *P = g->paths;
 	iscsi_cancel_bind(P->cancel_fd);
 	unsigned pending[PORTALS_MAX + 1]; /* sessions still to open per portal; [nportals]: the URL's */
+	bool tried[PORTALS_MAX + 1] = {0};
 	size_t given = P->nportals;
 	for (size_t i = 0; i < given; i++)
 		pending[i] = P->sessions;
 	unsigned url_left = P->sessions - 1;
 	/* the URL's portal moves to the end of the list once discovery added to it */
 	pending[given] = url_left;
-	open_pending(g, P, pending);
+	open_pending(g, P, pending, tried);
 	url_left = pending[given];
+	bool url_tried = tried[given];
+	tried[given] = false;
 	if (!stopping(P))
 		discover_portals(P);
 	for (size_t i = given; i < P->nportals; i++)
 		pending[i] = P->sessions;
 	pending[P->nportals] = url_left;
+	tried[P->nportals] = url_tried;
 	for (;;) {
-		bool left = open_pending(g, P, pending);
+		bool left = open_pending(g, P, pending, tried);
 		struct pollfd p = {.fd = P->cancel_fd, .events = POLLIN};
 		if (!left || poll(&p, 1, PATH_RETRY_MS) != 0)
 			break;

@@ -141,21 +141,28 @@ static void render_paths(struct gw *g, FILE *f)
 	size_t n = 0;
 	if (g->mp) {
 		n = mpath_get_stats(g->mp, &st, pi, MPATH_MAX_PATHS);
-	} else if (g->s) {
+	} else if (g->s) { /* multipath=off: the one session */
 		n = st.paths = 1;
 		memset(&pi[0], 0, sizeof(pi[0]));
+		snprintf(pi[0].host, sizeof(pi[0].host), "%s", g->portal_host);
+		pi[0].port = g->portal_port;
+		pi[0].transport = g->transport ? g->transport : "tcp";
 		pi[0].up = iscsi_session_up(g->s);
 		st.paths_up = pi[0].up;
 		pi[0].alua_state = 0x100;
+		struct iscsi_session_stats ss;
+		uint64_t lat[LAT_BUCKETS];
+		iscsi_session_get_stats(g->s, &ss);
+		iscsi_session_get_latency(g->s, lat);
+		pi[0].commands = ss.commands;
+		pi[0].p50_us = lat_hist_percentile(lat, 50);
+		pi[0].p99_us = lat_hist_percentile(lat, 99);
 	}
 	fprintf(f, "paths %zu\npaths_up %zu\npaths_refused %zu\nfailovers %llu\n", st.paths, st.paths_up,
 		st.paths_refused, (unsigned long long)st.failovers);
 	for (size_t i = 0; i < n; i++) {
 		const struct mpath_path_info *p = &pi[i];
-		if (g->mp)
-			fprintf(f, "path%zu " ISCSI_HOSTPORT_FMT " %s", i, ISCSI_HOSTPORT_ARGS(p->host, p->port), p->transport);
-		else
-			fprintf(f, "path0 - %s", g->transport ? g->transport : "tcp");
+		fprintf(f, "path%zu " ISCSI_HOSTPORT_FMT " %s", i, ISCSI_HOSTPORT_ARGS(p->host, p->port), p->transport);
 		fprintf(f, " %s %s commands=%llu errors=%llu failovers=%llu p50_us=%llu p99_us=%llu\n",
 			p->up ? "up" : "down", mpath_alua_name(p->alua_state), (unsigned long long)p->commands,
 			(unsigned long long)p->errors, (unsigned long long)p->failovers, (unsigned long long)p->p50_us,

@@ -240,7 +240,8 @@ int mpath_submit(struct mpath *m, const struct iscsi_cmd *cmd)
 		return -EAGAIN;
 	}
 	m->free = c->next;
-	m->total_out++;
+	if (++m->total_out > m->peak_out)
+		m->peak_out = m->total_out;
 	c->worker = worker;
 	if (worker)
 		m->worker_out++;

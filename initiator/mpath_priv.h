@@ -81,6 +81,7 @@ struct mpath {
 	size_t nctx;
 	struct mp_cmd *free;
 	unsigned worker_out, total_out;
+	unsigned peak_out;           /* the most commands in flight through the set at once */
 	struct mp_cmd *held_head, *held_tail;
 	unsigned nheld;
 	int64_t nopath_since;        /* ms: no path usable since (0: one is) */

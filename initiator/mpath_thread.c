@@ -53,17 +53,28 @@ static void check_one(struct mpath *m, struct mpath_path *p, int64_t now)
 }
 
 /* The one failover line per outage and the failback line.  Lock held. */
-static void log_transitions(struct mpath_path *p, int64_t now)
+static void log_transitions(struct mpath *m, struct mpath_path *p, int64_t now)
 {
 	if (p->down_ms && !p->down_logged && (!p->outstanding || now - p->down_ms > 500)) {
 		p->down_logged = true;
-		log_warn("path " ISCSI_HOSTPORT_FMT " down (%s): %u commands moved to other paths, the longest "
-			 "after %lld ms in flight", ISCSI_HOSTPORT_ARGS(p->host, p->port),
-			 p->down_cause ? p->down_cause : "connection lost", p->moved, (long long)(p->moved_stall_us / 1000));
+		bool other = false;
+		for (size_t i = 0; i < m->npaths && !other; i++)
+			other = &m->paths[i] != p && mp_usable(&m->paths[i]);
+		/* with one path the session's own lines say what becomes of its commands */
+		if (m->multi && other)
+			log_warn("path " ISCSI_HOSTPORT_FMT " down (%s): %u commands moved to other paths, the longest "
+				 "after %lld ms in flight", ISCSI_HOSTPORT_ARGS(p->host, p->port),
+				 p->down_cause ? p->down_cause : "connection lost", p->moved,
+				 (long long)(p->moved_stall_us / 1000));
+		else if (m->multi)
+			log_warn("path " ISCSI_HOSTPORT_FMT " down (%s) and no other path usable: %u commands held "
+				 "until one is back or replacement_timeout", ISCSI_HOSTPORT_ARGS(p->host, p->port),
+				 p->down_cause ? p->down_cause : "connection lost", p->moved);
 	}
 	if (p->down_ms && mp_usable(p)) {
-		log_warn("path " ISCSI_HOSTPORT_FMT " up again after %lld ms", ISCSI_HOSTPORT_ARGS(p->host, p->port),
-			 (long long)(now - p->down_ms));
+		if (m->multi)
+			log_warn("path " ISCSI_HOSTPORT_FMT " up again after %lld ms", ISCSI_HOSTPORT_ARGS(p->host, p->port),
+				 (long long)(now - p->down_ms));
 		p->down_ms = 0;
 		p->down_cause = NULL;
 	}
@@ -159,7 +170,7 @@ static void *mp_thread(void *arg)
 		for (size_t i = 0; i < m->npaths; i++) {
 			struct mpath_path *p = &m->paths[i];
 			if (p->state == MP_SLOT_READY) {
-				log_transitions(p, now);
+				log_transitions(m, p, now);
 				if (p->down_ms && !p->down_logged && now + 100 < wake)
 					wake = now + 100;
 			}
@@ -301,6 +312,9 @@ void mpath_session_stats(struct mpath *m, struct iscsi_session_stats *out)
 	struct iscsi_session *ss[MPATH_MAX_PATHS];
 	size_t n = sessions(m, ss);
 	memset(out, 0, sizeof(*out));
+	pthread_mutex_lock(&m->lock);
+	out->max_outstanding = m->peak_out; /* the set's peak: the paths' own peaks need not coincide */
+	pthread_mutex_unlock(&m->lock);
 	for (size_t i = 0; i < n; i++) {
 		struct iscsi_session_stats st;
 		iscsi_session_get_stats(ss[i], &st);
@@ -308,7 +322,6 @@ void mpath_session_stats(struct mpath *m, struct iscsi_session_stats *out)
 		out->bytes_read += st.bytes_read;
 		out->bytes_written += st.bytes_written;
 		out->outstanding += st.outstanding;
-		out->max_outstanding += st.max_outstanding;
 		out->payload_bytes_copied += st.payload_bytes_copied;
 		out->reconnects += st.reconnects;
 		out->tx_direct += st.tx_direct;
