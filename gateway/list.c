@@ -147,23 +147,18 @@ static void print_lun(const struct iscsi_lun_info *info)
 /*
  * The ALUA state of the portal's target port group for one LUN (REPORT
  * TARGET PORT GROUPS, SPC-4 §6.36): "    ALUA: target port group N,
- * STATE" (every group's state when the query fails to list ours).
+ * STATE" ("not reported" when the answer does not list it).
  */
 static void print_alua(struct iscsi_session *s, const struct iscsi_lun_info *info, void *buf, size_t len)
 {
-	struct alua_tpg tpgs[16];
-	size_t n = 0;
-	int rc = iscsi_alua_query(s, info->lun_field, buf, len, tpgs, 16, &n);
-	if (rc) {
+	int state = 0;
+	int rc = iscsi_alua_path_state(s, info, buf, len, &state);
+	if (rc == -ENOENT)
+		out("    ALUA: target port group %u, not reported\n", info->tpg);
+	else if (rc)
 		out("    ALUA: target port group %u, REPORT TARGET PORT GROUPS failed: %s\n", info->tpg, strerror(-rc));
-		return;
-	}
-	for (size_t i = 0; i < n; i++)
-		if (tpgs[i].tpg == info->tpg) {
-			out("    ALUA: target port group %u, %s\n", info->tpg, alua_state_name(tpgs[i].state));
-			return;
-		}
-	out("    ALUA: target port group %u, not reported\n", info->tpg);
+	else
+		out("    ALUA: target port group %u, %s\n", info->tpg, alua_state_name(state));
 }
 
 /* Log in to one target through one portal and print its LUNs.  Failures are printed, not returned. */

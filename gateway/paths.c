@@ -116,17 +116,11 @@ bool gw_path_same_lun(const struct gw_lun *l, const struct iscsi_lun_info *info,
  */
 static int path_alua_state(struct iscsi_session *s, const struct iscsi_lun_info *info, void *buf, size_t buflen)
 {
-	struct alua_tpg tpgs[16];
-	size_t n = 0;
-	int rc = iscsi_alua_query(s, info->lun_field, buf, buflen, tpgs, 16, &n);
-	if (rc) {
-		log_debug("LUN %u: REPORT TARGET PORT GROUPS: %s", info->lun, strerror(-rc));
-		return ALUA_NONE;
-	}
-	for (size_t i = 0; i < n; i++)
-		if (tpgs[i].tpg == info->tpg)
-			return tpgs[i].state;
-	return ALUA_NONE;
+	int state = ALUA_NONE;
+	int rc = iscsi_alua_path_state(s, info, buf, buflen, &state);
+	if (rc)
+		log_debug("LUN %u: target port group %u: %s", info->lun, info->tpg, strerror(-rc));
+	return rc ? ALUA_NONE : state;
 }
 
 /*

@@ -28,6 +28,8 @@
 #include "scsi.h"
 #include "session.h"
 
+struct iscsi_lun_info; /* lun.h */
+
 /* ASYMMETRIC ACCESS STATE (SPC-4 §6.36.2, table "ASYMMETRIC ACCESS STATE field") */
 enum alua_state {
 	ALUA_ACTIVE_OPTIMIZED = 0,
@@ -159,5 +161,15 @@ enum alua_sense_class alua_classify_sense(const struct scsi_sense *s);
  */
 int iscsi_alua_query(struct iscsi_session *s, uint64_t lun_field, void *buf, size_t buflen, struct alua_tpg *out,
 		     size_t max, size_t *count);
+
+/*
+ * The ALUA state of the target port group of the path s leads through,
+ * for the LUN probed as info (info->tpg from VPD 0x83): REPORT TARGET
+ * PORT GROUPS through s into buf (buflen bytes of the caller's scratch, a
+ * pool slice over iSER).  Returns 0 with *state, -ENOENT when the answer
+ * does not list the group, or iscsi_alua_query's error.  Blocking.
+ */
+int iscsi_alua_path_state(struct iscsi_session *s, const struct iscsi_lun_info *info, void *buf, size_t buflen,
+			  int *state);
 
 #endif

@@ -35,3 +35,19 @@ int iscsi_alua_query(struct iscsi_session *s, uint64_t lun_field, void *buf, siz
 	}
 	return alua_parse_rtpg(buf, res.xfer_len > len ? len : res.xfer_len, out, max, count, NULL);
 }
+
+int iscsi_alua_path_state(struct iscsi_session *s, const struct iscsi_lun_info *info, void *buf, size_t buflen,
+			  int *state)
+{
+	struct alua_tpg tpgs[16];
+	size_t n = 0;
+	int rc = iscsi_alua_query(s, info->lun_field, buf, buflen, tpgs, 16, &n);
+	if (rc)
+		return rc;
+	for (size_t i = 0; i < n; i++)
+		if (tpgs[i].tpg == info->tpg) {
+			*state = tpgs[i].state;
+			return 0;
+		}
+	return -ENOENT;
+}

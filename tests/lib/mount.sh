@@ -17,6 +17,9 @@
 #                              exited
 #   wait_exit PID TENTHS       until PID has exited: 0; 1 if it still runs
 #                              after TENTHS tenths of a second
+#   unmount_check              fusermount3 -u $work/mnt, the daemon ($daemon)
+#                              exits 0, no sanitizer report in
+#                              $work/daemon.log (report.sh checks)
 
 is_mounted() {
 	mountpoint -q "$1" 2>/dev/null || grep -qF " $1 " /proc/mounts
@@ -64,4 +67,25 @@ wait_exit() {
 		sleep 0.1
 	done
 	return 1
+}
+
+# unmount_check: fusermount3 -u $work/mnt, then the daemon ($daemon) must exit 0
+# and its log ($work/daemon.log) hold no sanitizer report; clears $daemon.
+unmount_check() {
+	check "fusermount3 -u" fusermount3 -u "$work/mnt"
+	wait_exit "$daemon" 200 || true
+	if kill -0 "$daemon" 2>/dev/null; then
+		fail "the daemon exits after the unmount"
+	else
+		local rc=0
+		wait "$daemon" || rc=$?
+		check_eq "the daemon exits 0 after the unmount" "$rc" 0
+		daemon=''
+	fi
+	if grep -qE 'AddressSanitizer|LeakSanitizer|runtime error' "$work/daemon.log"; then
+		fail "no sanitizer report in the daemon's log"
+		grep -E -A12 'AddressSanitizer|LeakSanitizer|runtime error' "$work/daemon.log" | sed 's/^/#   /' | head -n 40
+	else
+		pass "no sanitizer report in the daemon's log"
+	fi
 }

@@ -89,5 +89,5 @@ grep -E 'path .* (down \(|up again after)|replacement timeout' "$work/daemon.log
 mp_link A up
 mp_link B up
 check "the daemon is still running" kill -0 "$daemon"
-mp_unmount_check
+unmount_check
 summary

@@ -48,7 +48,7 @@
 #                                verify; JSON in $work/NAME.json, max-latency
 #                                log per 50 ms (Unix ms) in $work/NAME_clat.1.log
 #   mp_fio_errors NAME           "VERIFY_ERRORS IO_ERRORS" of that pass
-#   mp_unmount_check             fusermount3 -u, "the daemon exits 0" and "no
+#   unmount_check (lib/mount.sh) fusermount3 -u, "the daemon exits 0" and "no
 #                                sanitizer report in its log"
 #   mp_now_ms                    the wall clock in Unix milliseconds
 #   mp_stalls FLAPS NAME...      per-outage and overall longest completion
@@ -277,21 +277,3 @@ mp_now_ms() {
 	date +%s%3N
 }
 
-mp_unmount_check() {
-	check "fusermount3 -u" fusermount3 -u "$work/mnt"
-	wait_exit "$daemon" 200 || true
-	if kill -0 "$daemon" 2>/dev/null; then
-		fail "the daemon exits after the unmount"
-	else
-		local rc=0
-		wait "$daemon" || rc=$?
-		check_eq "the daemon exits 0 after the unmount" "$rc" 0
-		daemon=''
-	fi
-	if grep -qE 'AddressSanitizer|LeakSanitizer|runtime error' "$work/daemon.log"; then
-		fail "no sanitizer report in the daemon's log"
-		grep -E -A12 'AddressSanitizer|LeakSanitizer|runtime error' "$work/daemon.log" | sed 's/^/#   /' | head -n 40
-	else
-		pass "no sanitizer report in the daemon's log"
-	fi
-}

@@ -155,5 +155,5 @@ if [[ $mode == link ]]; then
 	mp_check "no completion waited as long as an outage (longest $stall ms < 1500 ms)" test "${stall%.*}" -lt 1500
 fi
 check "the daemon is still running" kill -0 "$daemon"
-mp_unmount_check
+unmount_check
 summary

@@ -90,5 +90,5 @@ check_eq "reading back through the mount gives the data" \
 	"$(dd if="$work/mnt/lun1" bs=1M skip=1 count=4 iflag=direct status=none | md5sum)" "$want"
 
 check "the daemon is still running" kill -0 "$daemon"
-mp_unmount_check
+unmount_check
 summary

@@ -69,5 +69,5 @@ for i in 0 1; do
 		test -n "$n" -a "${n:-0}" -gt 0 -a "$(awk '{ print $4 }' <<<"$line")" = up
 done
 check "the daemon is still running" kill -0 "$daemon"
-mp_unmount_check
+unmount_check
 summary

@@ -14,7 +14,7 @@
 #   mount_lun URL [OPTS...]     iserfuse -f on $work/mnt in the background,
 #                               stderr to $work/daemon.log; sets $daemon;
 #                               returns 1 if lun1 does not appear in 20 s
-#   unmount_check               fusermount3 -u, then "daemon exits 0" and "no
+#   unmount_check (lib/mount.sh) fusermount3 -u, then "daemon exits 0" and "no
 #                               sanitizer report in its log" checks
 #   reinstated_count            how many "reinstated" lines the daemon logged
 #   wait_reinstated N SECS      until the daemon logged N of them
@@ -60,24 +60,6 @@ mount_lun() {
 	wait_lun "$work/mnt" 200 "$daemon"
 }
 
-unmount_check() {
-	check "fusermount3 -u" fusermount3 -u "$work/mnt"
-	wait_exit "$daemon" 200 || true
-	if kill -0 "$daemon" 2>/dev/null; then
-		fail "the daemon exits after the unmount"
-	else
-		local rc=0
-		wait "$daemon" || rc=$?
-		check_eq "the daemon exits 0 after the unmount" "$rc" 0
-		daemon=''
-	fi
-	if grep -qE 'AddressSanitizer|LeakSanitizer|runtime error' "$work/daemon.log"; then
-		fail "no sanitizer report in the daemon's log"
-		grep -E -A12 'AddressSanitizer|LeakSanitizer|runtime error' "$work/daemon.log" | sed 's/^/#   /' | head -n 40
-	else
-		pass "no sanitizer report in the daemon's log"
-	fi
-}
 
 reinstated_count() {
 	grep -c 'reinstated after' "$work/daemon.log" || true
