@@ -50,13 +50,12 @@ static int load(struct gw_settings *o, const char *opts)
 	argv[argc++] = URL;
 	argv[argc++] = "/mnt";
 	struct fuse_args args = FUSE_ARGS_INIT(argc, argv);
-	struct gw_config c;
+	struct gw_config c = {0};
 	memset(o, 0, sizeof(*o));
 	int rc = gw_settings_parse(o, &args);
 	if (!rc)
 		rc = gw_settings_load(o, &args, &c);
-	if (!rc)
-		gw_config_free(&c);
+	gw_config_free(&c); /* as main's mount_free: whether the load worked or not */
 	fuse_opt_free_args(&args);
 	return rc;
 }
