@@ -103,7 +103,39 @@ void mp_fail(struct mpath *m, struct mp_cmd *c, int err)
 	mp_complete(m, c, &res);
 }
 
-static void mp_done(void *arg, const struct iscsi_cmd_result *res);
+/* The path c goes down, counted in its outstanding commands; NULL: c is held.  Lock held. */
+static struct mpath_path *route(struct mpath *m, struct mp_cmd *c)
+{
+	struct mpath_path *p = m->closing ? NULL : mp_pick(m);
+	if (!p) {
+		mp_hold(m, c);
+		return NULL;
+	}
+	p->outstanding++;
+	c->path = p;
+	return p;
+}
+
+/*
+ * Submit c on path p (chosen by route).  Returns 0 (c's callback will
+ * run), 1 when p refused it (-ENOTCONN: marked down, choose again), or
+ * the session's other error (-EINVAL, -EAGAIN); c is then still the
+ * caller's.  Lock NOT held.
+ */
+static int send_on(struct mpath *m, struct mp_cmd *c, struct mpath_path *p)
+{
+	int rc = iscsi_session_submit(p->s, &c->cmd); /* c->cmd.cb is mp_done, its arg c */
+	if (rc == 0)
+		return 0;
+	pthread_mutex_lock(&m->lock);
+	p->outstanding--;
+	if (rc == -ENOTCONN) { /* down or refusing: its hook says when it is back */
+		p->sess_up = false;
+		mp_note_paths(m);
+	}
+	pthread_mutex_unlock(&m->lock);
+	return rc == -ENOTCONN ? 1 : rc;
+}
 
 /*
  * Send c down the best usable path, or hold it.  Returns 0 (c's callback
@@ -114,30 +146,10 @@ int mp_dispatch(struct mpath *m, struct mp_cmd *c)
 {
 	for (;;) {
 		pthread_mutex_lock(&m->lock);
-		struct mpath_path *p = m->closing ? NULL : mp_pick(m);
-		if (!p) {
-			mp_hold(m, c);
-			pthread_mutex_unlock(&m->lock);
-			return 0;
-		}
-		p->outstanding++;
-		c->path = p;
-		struct iscsi_session *s = p->s;
+		struct mpath_path *p = route(m, c);
 		pthread_mutex_unlock(&m->lock);
-		struct iscsi_cmd cmd = c->cmd;
-		cmd.cb = mp_done;
-		cmd.arg = c;
-		int rc = iscsi_session_submit(s, &cmd);
-		if (rc == 0)
-			return 0;
-		pthread_mutex_lock(&m->lock);
-		p->outstanding--;
-		if (rc == -ENOTCONN) { /* down or refusing: its hook says when it is back */
-			p->sess_up = false;
-			mp_note_paths(m);
-		}
-		pthread_mutex_unlock(&m->lock);
-		if (rc != -ENOTCONN)
+		int rc = p ? send_on(m, c, p) : 0;
+		if (rc != 1)
 			return rc;
 	}
 }
@@ -187,31 +199,33 @@ static void mp_done(void *arg, const struct iscsi_cmd_result *res)
 	bool again = v != MP_DELIVER && m->multi && !m->closing && c->tries < MP_TRIES_MAX;
 	if (v != MP_DELIVER)
 		p->errors++;
-	if (again) {
-		c->tries++;
-		if (v == MP_PATH_STATE) {
-			p->alua = alua;
-			p->recheck = true;
-		} else if (v == MP_STATES_CHANGED) {
-			for (size_t i = 0; i < m->npaths; i++)
-				m->paths[i].recheck = true;
-		}
-		if (v != MP_STATES_CHANGED) {
-			p->failovers++;
-			p->moved++;
-			m->failovers++;
-			int64_t stall = clk_now_us() - c->first_us;
-			if (stall > p->moved_stall_us)
-				p->moved_stall_us = stall;
-		}
-		mp_note_paths(m);
-		pthread_cond_signal(&m->thread_cv);
-	}
-	pthread_mutex_unlock(&m->lock);
-	if (!again) {
-		mp_complete(m, c, res);
+	if (!again) { /* the caller's result: the context goes back in this same lock round */
+		iscsi_cmd_cb cb = c->cb;
+		void *cb_arg = c->arg;
+		ctx_put(m, c);
+		pthread_mutex_unlock(&m->lock);
+		cb(cb_arg, res);
 		return;
 	}
+	c->tries++;
+	if (v == MP_PATH_STATE) {
+		p->alua = alua;
+		p->recheck = true;
+	} else if (v == MP_STATES_CHANGED) {
+		for (size_t i = 0; i < m->npaths; i++)
+			m->paths[i].recheck = true;
+	}
+	if (v != MP_STATES_CHANGED) {
+		p->failovers++;
+		p->moved++;
+		m->failovers++;
+		int64_t stall = clk_now_us() - c->first_us;
+		if (stall > p->moved_stall_us)
+			p->moved_stall_us = stall;
+	}
+	mp_note_paths(m);
+	pthread_cond_signal(&m->thread_cv);
+	pthread_mutex_unlock(&m->lock);
 	int rc = mp_dispatch(m, c);
 	if (rc == -EAGAIN) {
 		pthread_mutex_lock(&m->lock);
@@ -245,14 +259,19 @@ int mpath_submit(struct mpath *m, const struct iscsi_cmd *cmd)
 	c->worker = worker;
 	if (worker)
 		m->worker_out++;
-	pthread_mutex_unlock(&m->lock);
 	c->cmd = *cmd;
+	c->cmd.cb = mp_done; /* the session completes to us; the caller's callback is c->cb */
+	c->cmd.arg = c;
 	c->cb = cmd->cb;
 	c->arg = cmd->arg;
 	c->tries = 0;
 	c->path = NULL;
 	c->first_us = clk_now_us();
-	int rc = mp_dispatch(m, c);
+	struct mpath_path *p = route(m, c); /* in the same lock round as the context */
+	pthread_mutex_unlock(&m->lock);
+	int rc = p ? send_on(m, c, p) : 0;
+	if (rc == 1)
+		rc = mp_dispatch(m, c);
 	if (rc) {
 		pthread_mutex_lock(&m->lock);
 		ctx_put(m, c);

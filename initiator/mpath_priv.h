@@ -53,8 +53,8 @@ struct mpath_path {
 struct mp_cmd {
 	struct mpath *m;
 	struct mp_cmd *next;         /* free list or hold queue */
-	struct iscsi_cmd cmd;        /* the caller's command (cb and arg in it are the caller's) */
-	iscsi_cmd_cb cb;
+	struct iscsi_cmd cmd;        /* the caller's command, its cb and arg ours (mp_done, this context) */
+	iscsi_cmd_cb cb;             /* the caller's callback and argument */
 	void *arg;
 	struct mpath_path *path;     /* where it was last sent */
 	unsigned tries;

@@ -151,7 +151,7 @@ int iscsi_session_submit(struct iscsi_session *s, const struct iscsi_cmd *cmd)
 	    (cmd->dir == ISCSI_DIR_NONE && cmd->len))
 		return -EINVAL;
 	pthread_mutex_lock(&s->lock);
-	bool ev = on_event_thread(s) || sess_in_callback();
+	bool ev = on_event_thread(s) || iscsi_session_in_callback();
 	while (!refusing(s) && !ev && s->worker_outstanding >= s->cfg.queue_depth)
 		pthread_cond_wait(&s->slot_cv, &s->lock);
 	if (refusing(s)) {

@@ -255,8 +255,6 @@ void sess_task_finish(struct iscsi_session *s, struct task *t, struct completion
 void sess_task_reset(struct task *t);
 /* Run c's callback, lock NOT held; callbacks it runs may submit without waiting for a slot. */
 void sess_run_completion(struct completion *c);
-/* Whether this thread is inside a completion callback (no lock needed). */
-bool sess_in_callback(void);
 /*
  * Complete every in-use task pick selects with err (a doomed or answered
  * one with its deferred_res), one at a time, dropping the lock around each

@@ -8,7 +8,7 @@
  * callback runs, which happens with the session lock dropped.
  *
  * Locks: everything here runs with the session lock held, except
- * sess_run_completion (lock dropped) and sess_in_callback.
+ * sess_run_completion (lock dropped) and iscsi_session_in_callback.
  */
 #include "session_priv.h"
 
@@ -159,9 +159,6 @@ void sess_task_reset(struct task *t)
 
 /* Callbacks may submit; such submissions never wait for a slot (whatever the thread). */
 static _Thread_local int in_callback;
-
-/* Whether this thread runs a completion callback now. */
-bool sess_in_callback(void) { return in_callback > 0; }
 
 bool iscsi_session_in_callback(void) { return in_callback > 0; }
 
