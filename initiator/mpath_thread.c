@@ -127,7 +127,7 @@ static int64_t serve_held(struct mpath *m, int64_t now, int64_t wake)
 	m->nopath_failing = true;
 	int64_t since = m->nopath_since;
 	pthread_mutex_unlock(&m->lock);
-	log_err("no usable path for %lld ms: %u commands failed; new I/O fails until a path is back",
+	log_err("no usable path for %lld ms, replacement timeout: %u commands failed; new I/O fails until a path is back",
 		(long long)(now - since), n);
 	while (c) {
 		struct mp_cmd *next = c->next;
