@@ -31,13 +31,21 @@ int iscsi_evthread_start(struct iscsi_evthread *e, void *(*fn)(void *), void *ar
 	return 0;
 }
 
+/* Writes the eventfd (a poll in progress or the next one returns). */
+static void evthread_signal(struct iscsi_evthread *e, const char *peer)
+{
+	uint64_t one = 1;
+	if (write(e->fd, &one, sizeof(one)) < 0 && errno != EAGAIN)
+		log_warn("%s: cannot wake the event thread: %s", peer, strerror(errno));
+}
+
 void iscsi_evthread_kick(struct iscsi_evthread *e, const char *peer)
 {
-	if (e->fd >= 0 && !atomic_exchange(&e->kicked, true)) {
-		uint64_t one = 1;
-		if (write(e->fd, &one, sizeof(one)) < 0 && errno != EAGAIN)
-			log_warn("%s: cannot wake the event thread: %s", peer, strerror(errno));
-	}
+	/* An awake thread clears `kicked` and looks for work at the top of its
+	 * loop, and looks at `kicked` again before it blocks
+	 * (iscsi_evthread_sleep): only a sleeping one needs the eventfd. */
+	if (e->fd >= 0 && !atomic_exchange(&e->kicked, true) && atomic_load(&e->sleeping))
+		evthread_signal(e, peer);
 }
 
 int iscsi_evthread_drain(struct iscsi_evthread *e)
@@ -52,8 +60,8 @@ void iscsi_evthread_abort(struct iscsi_evthread *e, const char *peer)
 {
 	if (!e->started || atomic_exchange(&e->abort, true))
 		return;
-	atomic_store(&e->kicked, false);
-	iscsi_evthread_kick(e, peer);
+	atomic_store(&e->kicked, true);
+	evthread_signal(e, peer); /* always: only a readable eventfd makes the thread look at abort */
 }
 
 void iscsi_evthread_stop(struct iscsi_evthread *e, const char *peer)
@@ -61,8 +69,8 @@ void iscsi_evthread_stop(struct iscsi_evthread *e, const char *peer)
 	atomic_store(&e->stop, true);
 	if (!e->started)
 		return;
-	atomic_store(&e->kicked, false);
-	iscsi_evthread_kick(e, peer);
+	atomic_store(&e->kicked, true);
+	evthread_signal(e, peer);
 	if (!pthread_equal(e->thread, pthread_self()))
 		pthread_join(e->thread, NULL);
 	else

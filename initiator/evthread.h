@@ -34,9 +34,22 @@ int iscsi_evthread_start(struct iscsi_evthread *e, void *(*fn)(void *), void *ar
 void iscsi_evthread_kick(struct iscsi_evthread *e, const char *peer);
 
 /* On the event thread, just before its poll: direct senders may see it asleep. */
-static inline void iscsi_evthread_sleep(struct iscsi_evthread *e) { atomic_store(&e->sleeping, true); }
+/*
+ * About to block in poll: marks the thread asleep, then looks at `kicked`
+ * once more.  True: block (a later kick writes the eventfd).  False: a kick
+ * came in meanwhile without writing the eventfd (the thread looked awake),
+ * so poll without blocking and loop.  The store and the load are seq_cst,
+ * as are the kicker's exchange and load, so one of the two sees the other.
+ */
+static inline bool iscsi_evthread_sleep(struct iscsi_evthread *e)
+{
+	atomic_store(&e->sleeping, true);
+	if (!atomic_load(&e->kicked))
+		return true;
+	atomic_store(&e->sleeping, false);
+	return false;
+}
 
-/* On the event thread, after its poll returned ready (ready > 0 counts a wake-up). */
 static inline void iscsi_evthread_woke(struct iscsi_evthread *e, int ready)
 {
 	atomic_store(&e->sleeping, false);

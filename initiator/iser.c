@@ -82,7 +82,10 @@ static int ev_sleep(struct iser_conn *c, int64_t next_tick)
 		{.fd = c->ech->fd, .events = POLLIN},
 	};
 	int64_t wait = next_tick - iscsi_now_ms();
+	if (!iscsi_evthread_sleep(&c->ev))
+		wait = 0; /* kicked meanwhile: look once, then loop */
 	int r = poll(p, 3, wait < 0 ? 0 : (int)wait);
+	iscsi_evthread_woke(&c->ev, r);
 	if (r < 0)
 		return errno == EINTR ? 0 : -errno;
 	if (p[0].revents & POLLIN) {

@@ -594,7 +594,8 @@ static void *event_thread(void *arg)
 			{.fd = c->ev.fd, .events = POLLIN},
 		};
 		int64_t wait = next_tick - clk_now_ms();
-		iscsi_evthread_sleep(&c->ev);
+		if (!iscsi_evthread_sleep(&c->ev))
+			wait = 0; /* kicked meanwhile: look at the socket, then loop */
 		int r = poll(p, 2, wait < 0 ? 0 : (int)wait);
 		iscsi_evthread_woke(&c->ev, r);
 		if (r < 0) {
