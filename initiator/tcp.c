@@ -352,14 +352,18 @@ static int tx_flush(struct tcp_conn *c, bool once)
 
 /*
  * try_send op (transport.h): one round of the transmit path on the
- * caller's thread when the connection is idle.  1 when it ran, 0 when the
- * caller is to kick.
+ * caller's thread when the connection is idle (this is the only command in
+ * flight).  1 when it ran, 0 when the caller is to kick.  With others in
+ * flight the event thread sends it: it is awake, or wakes for their
+ * responses, and its batches put many PDUs into one writev (a send per
+ * command from the caller measured 1.5-2x the daemon's CPU per I/O at
+ * QD32 over loopback).
  */
 static int tcp_try_send(struct iscsi_transport *t, unsigned in_flight)
 {
 	struct tcp_conn *c = (struct tcp_conn *)t;
-	if (in_flight > 1 && !iscsi_evthread_asleep(&c->ev))
-		return 0; /* the event thread is awake with others in flight: its batch takes this one */
+	if (in_flight > 1)
+		return 0; /* the event thread's next batch takes it */
 	if (pthread_mutex_trylock(&c->tx_lock))
 		return 0;
 	if (c->tx_closing || c->tx_err || c->iovpos < c->iovcnt) {
