@@ -6,6 +6,8 @@
  *   target_io verify URL BACKING_FILE SEED   random I/O checked against the backing file
  *   target_io qd1 URL COUNT                  COUNT one-block reads one at a time, with the
  *                                            session's transmit counters over them
+ *   target_io qd URL COUNT DEPTH             the same with up to DEPTH reads in flight,
+ *                                            all submitted from the main thread
  *
  * TARGET_IO_HEADER_DIGEST / TARGET_IO_DATA_DIGEST (none, crc32c, auto) set
  * the digest offers, over the URL's header_digest / data_digest.
@@ -339,14 +341,23 @@ static int cmd_verify(const char *text, const char *backing, const char *seed)
 	return failures ? 1 : 0;
 }
 
+/* Wait until fewer than depth reads are in flight. */
+static void waiter_below(struct waiter *w, unsigned depth)
+{
+	pthread_mutex_lock(&w->m);
+	while (w->pending >= (int)depth)
+		pthread_cond_wait(&w->cv, &w->m);
+	pthread_mutex_unlock(&w->m);
+}
+
 /*
- * qd1: COUNT reads of one logical block, each submitted from this thread
- * once the previous one completed (queue depth 1).  Prints the digests
+ * qd: COUNT reads of one logical block, submitted from this thread (never
+ * from a completion) with up to DEPTH in flight.  Prints the digests
  * negotiated (`header_digest 0|1`, `data_digest 0|1`), `reads N`,
  * `tx_direct N`, `tx_kicks N`, `event_wakeups N` (the session's counters
  * over the reads alone).  Exit 0 when every read succeeded.
  */
-static int cmd_qd1(const char *text, const char *count)
+static int cmd_qd(const char *text, const char *count, unsigned depth)
 {
 	struct iscsi_url u;
 	struct iscsi_session *s;
@@ -357,25 +368,39 @@ static int cmd_qd1(const char *text, const char *count)
 
 	if (open_session(text, &u, &s))
 		return 1;
-	if (u.lun < 0 || n == 0) {
-		fprintf(stderr, "qd1 needs a URL with /lun and a COUNT > 0\n");
+	if (u.lun < 0 || n == 0 || depth == 0 || depth > 128) {
+		fprintf(stderr, "qd needs a URL with /lun, a COUNT > 0 and a DEPTH of 1 to 128\n");
 		return 1;
 	}
-	if (open_lun(s, &u, 8, &pool, &info, &d))
+	if (open_lun(s, &u, depth > 8 ? depth : 8, &pool, &info, &d))
 		return 1;
 	int rc = 0;
 	uint32_t bs = info.cap.block_size;
 	uint64_t span = blk_dev_size(&d) / bs;
 	struct iscsi_session_stats a, b;
 	iscsi_session_get_stats(s, &a);
+	struct waiter w;
+	waiter_init(&w);
+	struct read_ctx r = {&w, NULL};
 	unsigned long done = 0;
 	for (unsigned long i = 0; i < n; i++) {
-		if ((rc = do_read(&d, (i % span) * bs, bs, NULL))) {
+		waiter_below(&w, depth);
+		pthread_mutex_lock(&w.m);
+		w.pending++;
+		pthread_mutex_unlock(&w.m);
+		if ((rc = blk_read(&d, (i % span) * bs, bs, io_done, &r))) {
 			fprintf(stderr, "read %lu: %s\n", i, strerror(-rc));
+			pthread_mutex_lock(&w.m);
+			w.pending--;
+			pthread_mutex_unlock(&w.m);
 			break;
 		}
-		done++;
 	}
+	waiter_wait(&w);
+	if (!rc && !w.err)
+		done = n;
+	else if (w.err)
+		fprintf(stderr, "a read failed: %s\n", strerror(-w.err));
 	iscsi_session_get_stats(s, &b);
 	const struct iscsi_params *p = iscsi_session_params(s);
 	printf("header_digest %d\ndata_digest %d\n", p->header_digest, p->data_digest);
@@ -397,7 +422,9 @@ int main(int argc, char **argv)
 	if (argc == 5 && strcmp(argv[1], "verify") == 0)
 		return cmd_verify(argv[2], argv[3], argv[4]);
 	if (argc == 4 && strcmp(argv[1], "qd1") == 0)
-		return cmd_qd1(argv[2], argv[3]);
-	fprintf(stderr, "usage: target_io info URL | target_io verify URL BACKING_FILE SEED | target_io qd1 URL COUNT\n");
+		return cmd_qd(argv[2], argv[3], 1);
+	if (argc == 5 && strcmp(argv[1], "qd") == 0)
+		return cmd_qd(argv[2], argv[3], (unsigned)strtoul(argv[4], NULL, 0));
+	fprintf(stderr, "usage: target_io info URL | target_io verify URL BACKING_FILE SEED | target_io qd1 URL COUNT | target_io qd URL COUNT DEPTH\n");
 	return 2;
 }
