@@ -65,6 +65,9 @@ static_assert(TX_SLOTS <= ISCSI_TX_BATCH_MAX, "a tx_fill batch fits the session'
 #define RX_BUF_MIN (256u * 1024u)
 #define AHS_MAX (255u * 4u)
 #define IOV_PER_SLOT 5 /* BHS, header digest, data, padding, data digest */
+#ifndef RX_EXACT_MIN
+#define RX_EXACT_MIN (4u * 1024u) /* a Data-In payload this large: read the next header alone */
+#endif
 
 struct tcp_conn {
 	struct iscsi_transport base;
@@ -85,6 +88,7 @@ struct tcp_conn {
 	uint8_t *rxbuf;
 	size_t rxcap, rxstart, rxend;
 	bool in_datain;                  /* reading a Data-In payload straight into `dest` */
+	bool rx_exact;                   /* the last PDU was a large Data-In: read up to the next header, no further */
 	uint8_t datain_bhs[ISCSI_BHS_LEN];
 	uint8_t *dest;
 	uint32_t dest_left, pad_left, dig_left;
@@ -420,6 +424,7 @@ static int rx_data_in(struct tcp_conn *c, uint8_t *bhs, size_t hdr, size_t avail
 	int rc = c->hooks->rx_data_dest(c->sess, bhs, &dest);
 	if (rc)
 		return rc;
+	c->rx_exact = dlen >= RX_EXACT_MIN;
 	const uint8_t *src = bhs + hdr;
 	size_t have = avail - hdr;
 	size_t copy = min_size(have, dlen);
@@ -488,6 +493,7 @@ static int rx_parse(struct tcp_conn *c)
 		size_t total = hdr + hd + dlen + pad + dd;
 		if (avail < total)
 			break;
+		c->rx_exact = false;
 		c->rxstart += total;
 		uint8_t *data = bhs + hdr + hd;
 		if (dd && (rc = check_data_digest(c, bhs, iscsi_crc32c(0, data, dlen + pad), data + dlen + pad)))
@@ -537,7 +543,22 @@ static int rx_placed(struct tcp_conn *c, size_t n)
 	return c->hooks->rx_pdu(c->sess, c->datain_bhs, NULL, iscsi_wire_dlen(c->datain_bhs));
 }
 
-/* Read what the socket has; returns 0 when it would block, or -errno. */
+/*
+ * The bytes of a header without AHS (BHS and header digest): after a large
+ * Data-In the next PDU is read this far first, so that its payload, if it is
+ * another large Data-In, is read straight into its slice (no copy).
+ */
+static size_t rx_header_len(const struct tcp_conn *c)
+{
+	return ISCSI_BHS_LEN + (c->hdig ? ISCSI_DIGEST_LEN : 0);
+}
+
+/*
+ * Read what the socket has; returns 0 when it would block, or -errno.
+ * Small PDUs are read many to a read(2) into rxbuf (their payloads copied
+ * from there); after a Data-In of RX_EXACT_MIN bytes or more only up to
+ * the next header, so a run of large Data-In PDUs lands without a copy.
+ */
 static int rx_drain(struct tcp_conn *c)
 {
 	for (;;) {
@@ -550,7 +571,7 @@ static int rx_drain(struct tcp_conn *c)
 				{c->dest, c->dest_left},
 				{c->pad_sink + (c->pad_len - c->pad_left), c->pad_left},
 				{c->dig_buf + (c->dig_len - c->dig_left), c->dig_left},
-				{c->rxbuf, c->rxcap},
+				{c->rxbuf, c->rx_exact ? rx_header_len(c) : c->rxcap},
 			};
 			r = readv(c->fd, iov, 4);
 			if (r > 0 && (rc = rx_placed(c, (size_t)r)))
@@ -558,7 +579,10 @@ static int rx_drain(struct tcp_conn *c)
 		} else {
 			if (c->rxend == c->rxcap)
 				return -EPROTO; /* cannot happen: rxcap holds the largest PDU */
-			r = read(c->fd, c->rxbuf + c->rxend, c->rxcap - c->rxend);
+			size_t room = c->rxcap - c->rxend;
+			if (c->rx_exact && c->rxend - c->rxstart < rx_header_len(c))
+				room = rx_header_len(c) - (c->rxend - c->rxstart); /* the rest of the next header */
+			r = read(c->fd, c->rxbuf + c->rxend, room);
 			if (r > 0)
 				c->rxend += (size_t)r;
 		}
