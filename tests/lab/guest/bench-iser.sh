@@ -16,9 +16,10 @@
 #
 # Target: LIO (lio-up.sh, iser=1, 192.0.2.2:3261, LUN 0) when the kernel
 # initiator logs in to it, else tgtd's iSER target (tgt-up.sh, :3260, LUN 1);
-# the same target for all four series.  fio and iserfuse-perf work on the
-# LUN's first 256 MiB.  The guest runs under TCG: the figures compare paths
-# within one boot, never hardware.
+# the same target for all four series (BENCH_TARGET=tgt: tgtd straight away).
+# Every series reads the whole 1 GiB LUN (sparse file on the guest's tmpfs).
+# The guest runs under TCG: the figures compare paths within one boot, never
+# hardware.
 #   bench-iser.sh BUILD_DIR [OUT_DIR]
 set -uo pipefail
 BUILD=$1
@@ -82,7 +83,9 @@ kernel_logout() { # target iqn, port
 
 start_iscsid >> "$OUT/login.log" 2>&1 || { say "no kernel initiator"; exit 1; }
 TARGET=
-if bash "$HERE/lio-up.sh" 1G > "$OUT/lio.log" 2>&1; then
+if [ "${BENCH_TARGET:-lio}" != lio ]; then
+	say "BENCH_TARGET=${BENCH_TARGET}: tgtd"
+elif bash "$HERE/lio-up.sh" 1G > "$OUT/lio.log" 2>&1; then
 	if kernel_login iqn.2024-01.lab.rdma:lio 3261 0 >> "$OUT/login.log" 2>&1; then
 		TARGET=lio IQN=iqn.2024-01.lab.rdma:lio PORT=3261 LUN=0
 	else
@@ -93,7 +96,7 @@ else
 	say "LIO did not come up (lio.log): tgtd instead"
 fi
 if [ -z "$TARGET" ]; then
-	export TGT_INITIATORS="$NAME $PERF_NAME $(sed -n 's/^InitiatorName=//p' /etc/iscsi/initiatorname.iscsi)"
+	export TGT_INITIATORS="$NAME $PERF_NAME"  # (tgt-up.sh adds initiatorname.iscsi's)
 	bash "$HERE/tgt-up.sh" 1G > "$OUT/tgt.log" 2>&1 || { say "tgtd up failed (tgt.log)"; exit 1; }
 	kernel_login iqn.2024-01.lab.rdma:tgt-iser 3260 1 >> "$OUT/login.log" 2>&1 ||
 		{ say "ib_iser login to tgtd failed too (login.log)"; exit 1; }
@@ -101,8 +104,9 @@ if [ -z "$TARGET" ]; then
 fi
 URL="iscsi://$PORTAL_IP:$PORT/$IQN/$LUN"
 KSESSION=$(iscsiadm -m session 2>/dev/null | head -n 1)
-KDEV="$SDEV (queue_depth $(cat "/sys/block/${SDEV#/dev/}/device/queue_depth" 2>/dev/null)," \
-"scheduler $(sed 's/.*\[\(.*\)\].*/\1/' "/sys/block/${SDEV#/dev/}/queue/scheduler" 2>/dev/null))"
+SYS=/sys/block/${SDEV#/dev/}
+KDEV="$SDEV (queue_depth $(cat "$SYS/device/queue_depth" 2>/dev/null),"
+KDEV+=" scheduler $(sed 's/.*\[\(.*\)\].*/\1/' "$SYS/queue/scheduler" 2>/dev/null))"
 
 # ------------------------------------------------------------ the gateway
 LOG=$OUT/iserfuse.log
@@ -117,7 +121,7 @@ cell_raw() {
 		awk '$1 == "iops" { print $2 }'
 }
 cell_fio() { # FILE QD
-	timeout $((SECS + 60)) fio --name=r --filename="$1" --rw=randread --bs=4k --size=256M --direct=1 \
+	timeout $((SECS + 60)) fio --name=r --filename="$1" --rw=randread --bs=4k --direct=1 \
 		--ioengine=libaio --iodepth="$2" --runtime="$SECS" --time_based --output-format=terse 2>> "$OUT/fio.err" |
 		awk -F';' '{ printf "%.0f\n", $8 }'
 }
