@@ -10,7 +10,8 @@
 # CELLS.json is a list of cells, one per peer, workload, queue depth and
 # round:
 #
-#   {"series": "raw" | "libiscsi" | "gateway" | "nullfuse-dev" | "nullfuse-mt",
+#   {"series": "raw" | "libiscsi" | "gateway" | "gateway-s" | "gateway-uring"
+#              | "nullfuse-dev" | "nullfuse-mt" | "nullfuse-uring",
 #    "workload": "randread" | "randwrite", "qd": 1, "round": 1,
 #    "iops": 12345.0,
 #    "lat_us": 80.1,          mean latency; absent: qd / iops (Little's law)
@@ -26,7 +27,11 @@
 #   hop/floor randread qd1     (gateway - raw) mean latency / nullfuse-dev mean latency, goal <= 1.2
 #   hop/floor RW qdN           (gateway - raw) CPU per I/O / nullfuse-dev CPU per I/O, goal <= 1.2
 #                              (randread qd32, randwrite qd1, randwrite qd32)
-#   gateway/raw RW qdN         IOPS (randread, randwrite at QD1 and QD32), no goal
+#   hop/floor ... uring        the same four with gateway-uring and nullfuse-uring (FUSE over io_uring)
+#   gateway/raw RW qdN         IOPS (randread, randwrite at QD1 and QD32), no goal; also
+#                              gateway-s/raw and gateway-uring/raw, the other FUSE paths
+#   default/-s RW qdN          gateway IOPS / gateway-s IOPS (the readers against libfuse's
+#                              one thread), goal >= 0.95
 #   gateway/raw randwrite qd32 / gateway/raw randread qd32, goal >= 0.8
 #   raw/libiscsi iops qd32     randread, goal >= 1.25
 #   raw/libiscsi cpu qd32      randread CPU per I/O, goal <= 0.7
@@ -91,20 +96,28 @@ def _hop(gw, raw, floor):
     return _div(gw - raw, floor)
 
 
+def _hop_defs(gw, floor, suffix):
+    """The four hop/floor lines of one FUSE path: the gateway series gw against the null server floor."""
+    defs = [(f"hop/floor randread qd1{suffix}",
+             lambda g: _hop(g(gw, "randread", 1, "lat_us"), g("raw", "randread", 1, "lat_us"),
+                            g(floor, "randread", 1, "lat_us")), "<=", 1.2)]
+    for rw, qd in (("randread", 32), ("randwrite", 1), ("randwrite", 32)):
+        defs.append((f"hop/floor {rw} qd{qd}{suffix}",
+                     lambda g, rw=rw, qd=qd: _hop(g(gw, rw, qd, "cpu_us"), g("raw", rw, qd, "cpu_us"),
+                                                  g(floor, rw, qd, "cpu_us")), "<=", 1.2))
+    return defs
+
+
+WORKLOADS = [(rw, qd) for rw in ("randread", "randwrite") for qd in (1, 32)]
+
+
 def ratio_defs():
     """(name, function of a getter(series, workload, qd, metric), goal op, goal)."""
-    defs = []
-    defs.append(("hop/floor randread qd1",
-                 lambda g: _hop(g("gateway", "randread", 1, "lat_us"), g("raw", "randread", 1, "lat_us"),
-                                g("nullfuse-dev", "randread", 1, "lat_us")), "<=", 1.2))
-    for rw, qd in (("randread", 32), ("randwrite", 1), ("randwrite", 32)):
-        defs.append((f"hop/floor {rw} qd{qd}",
-                     lambda g, rw=rw, qd=qd: _hop(g("gateway", rw, qd, "cpu_us"), g("raw", rw, qd, "cpu_us"),
-                                                  g("nullfuse-dev", rw, qd, "cpu_us")), "<=", 1.2))
-    for rw in ("randread", "randwrite"):
-        for qd in (1, 32):
-            defs.append((f"gateway/raw {rw} qd{qd}",
-                         lambda g, rw=rw, qd=qd: _div(g("gateway", rw, qd, "iops"), g("raw", rw, qd, "iops")),
+    defs = _hop_defs("gateway", "nullfuse-dev", "")
+    for gw in ("gateway", "gateway-s", "gateway-uring"):
+        for rw, qd in WORKLOADS:
+            defs.append((f"{gw}/raw {rw} qd{qd}",
+                         lambda g, gw=gw, rw=rw, qd=qd: _div(g(gw, rw, qd, "iops"), g("raw", rw, qd, "iops")),
                          None, None))
     defs.append(("gateway/raw randwrite qd32 / gateway/raw randread qd32",
                  lambda g: _div(_div(g("gateway", "randwrite", 32, "iops"), g("raw", "randwrite", 32, "iops")),
@@ -115,6 +128,11 @@ def ratio_defs():
     defs.append(("raw/libiscsi cpu qd32",
                  lambda g: _div(g("raw", "randread", 32, "cpu_us"), g("libiscsi", "randread", 32, "cpu_us")),
                  "<=", 0.7))
+    for rw, qd in WORKLOADS:
+        defs.append((f"default/-s {rw} qd{qd}",
+                     lambda g, rw=rw, qd=qd: _div(g("gateway", rw, qd, "iops"), g("gateway-s", rw, qd, "iops")),
+                     ">=", 0.95))
+    defs.extend(_hop_defs("gateway-uring", "nullfuse-uring", " uring"))
     return defs
 
 

@@ -3,7 +3,7 @@
  * nullfuse: a null FUSE server, the floor of a FUSE round trip on this
  * machine (not a test, not installed).
  *
- *   nullfuse [--loop=dev|mt] [--threads=N] MOUNTPOINT
+ *   nullfuse [--loop=dev|mt|uring] [--threads=N] MOUNTPOINT
  *
  * One file, /file, 1 GiB: READ answers zeroes from a static buffer, WRITE
  * answers its size and drops the data, nothing else is stored.  Low-level
@@ -14,6 +14,10 @@
  *               whose reply is one writev(2)), in turn
  *   --loop=mt   libfuse's fuse_session_loop_mt (at most N threads, default
  *               16, as the gateway's default)
+ *   --loop=uring  FUSE over io_uring (nullfuse_uring.c): one ring thread
+ *               for the entries of every CPU queue, the --loop=dev loop
+ *               for what stays on /dev/fuse; needs
+ *               /sys/module/fuse/parameters/enable_uring = Y (exit 1 if not)
  *
  * Runs in the foreground until unmounted (fusermount3 -u) or SIGTERM/SIGINT.
  */
@@ -26,6 +30,8 @@
 #include <string.h>
 #include <sys/stat.h>
 #include <unistd.h>
+
+#include "nullfuse_uring.h"
 
 #define FILE_INO 2
 #define FILE_NAME "file"
@@ -204,19 +210,21 @@ static int loop_dev(struct fuse_session *se)
 
 static void usage(void)
 {
-	fprintf(stderr, "usage: nullfuse [--loop=dev|mt] [--threads=N] MOUNTPOINT\n");
+	fprintf(stderr, "usage: nullfuse [--loop=dev|mt|uring] [--threads=N] MOUNTPOINT\n");
 }
 
 int main(int argc, char **argv)
 {
 	const char *mnt = NULL;
-	bool mt = false;
+	enum { LOOP_DEV, LOOP_MT, LOOP_URING } loop = LOOP_DEV;
 	unsigned threads = 16;
 	for (int i = 1; i < argc; i++) {
 		if (!strcmp(argv[i], "--loop=dev")) {
-			mt = false;
+			loop = LOOP_DEV;
 		} else if (!strcmp(argv[i], "--loop=mt")) {
-			mt = true;
+			loop = LOOP_MT;
+		} else if (!strcmp(argv[i], "--loop=uring")) {
+			loop = LOOP_URING;
 		} else if (!strncmp(argv[i], "--threads=", 10)) {
 			threads = (unsigned)strtoul(argv[i] + 10, NULL, 10);
 		} else if (argv[i][0] != '-' && !mnt) {
@@ -240,7 +248,9 @@ int main(int argc, char **argv)
 		goto out;
 	if (fuse_session_mount(se, mnt))
 		goto out_signals;
-	if (mt) {
+	if (loop == LOOP_URING && nf_uring_attach(se))
+		goto out_unmount;
+	if (loop == LOOP_MT) {
 		struct fuse_loop_config *lc = fuse_loop_cfg_create();
 		fuse_loop_cfg_set_max_threads(lc, threads);
 		rc = fuse_session_loop_mt(se, lc) ? 1 : 0;
@@ -248,6 +258,9 @@ int main(int argc, char **argv)
 	} else {
 		rc = loop_dev(se);
 	}
+	if (loop == LOOP_URING)
+		nf_uring_end();
+out_unmount:
 	fuse_session_unmount(se);
 out_signals:
 	fuse_remove_signal_handlers(se);

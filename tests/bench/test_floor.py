@@ -31,6 +31,12 @@ def cell(series, workload, qd, iops, rnd=1, lat_us=None, jiffies=None, ios=None,
 #                   libiscsi 25000 IOPS, 200 / 125000 -> 16 us
 #   randwrite qd1:  raw 50 / 100000 -> 5 us, gateway 60 / 50000 -> 12 us, nullfuse-dev 40 / 100000 -> 4 us
 #   randwrite qd32: raw 100 / 250000 -> 4 us, gateway 100 / 200000 -> 5 us, nullfuse-dev 100 / 250000 -> 4 us
+# gateway-s (IOPS only): 12500, 30000, 10000, 41000 (randread qd1, qd32, randwrite qd1, qd32)
+# gateway-uring and nullfuse-uring, over FUSE over io_uring:
+#   randread qd1:   gateway-uring 14000 IOPS, 70 us; nullfuse-uring 20 us
+#   randread qd32:  gateway-uring 36000 IOPS, 270 / 180000 -> 15 us; nullfuse-uring 100 / 250000 -> 4 us
+#   randwrite qd1:  gateway-uring 12000 IOPS, 48 / 60000 -> 8 us; nullfuse-uring 30 / 100000 -> 3 us
+#   randwrite qd32: gateway-uring 45000 IOPS, 110 / 220000 -> 5 us; nullfuse-uring 90 / 300000 -> 3 us
 ONE_ROUND = [
     cell("raw", "randread", 1, 20000),
     cell("gateway", "randread", 1, 10000, lat_us=90),
@@ -45,6 +51,18 @@ ONE_ROUND = [
     cell("raw", "randwrite", 32, 50000, jiffies=100, ios=250000),
     cell("gateway", "randwrite", 32, 40000, jiffies=100, ios=200000),
     cell("nullfuse-dev", "randwrite", 32, 90000, jiffies=100, ios=250000),
+    cell("gateway-s", "randread", 1, 12500),
+    cell("gateway-s", "randread", 32, 30000),
+    cell("gateway-s", "randwrite", 1, 10000),
+    cell("gateway-s", "randwrite", 32, 41000),
+    cell("gateway-uring", "randread", 1, 14000, lat_us=70),
+    cell("nullfuse-uring", "randread", 1, 50000, lat_us=20),
+    cell("gateway-uring", "randread", 32, 36000, jiffies=270, ios=180000),
+    cell("nullfuse-uring", "randread", 32, 100000, jiffies=100, ios=250000),
+    cell("gateway-uring", "randwrite", 1, 12000, jiffies=48, ios=60000),
+    cell("nullfuse-uring", "randwrite", 1, 50000, jiffies=30, ios=100000),
+    cell("gateway-uring", "randwrite", 32, 45000, jiffies=110, ios=220000),
+    cell("nullfuse-uring", "randwrite", 32, 100000, jiffies=90, ios=300000),
 ]
 
 WANT_ONE_ROUND = {
@@ -59,6 +77,22 @@ WANT_ONE_ROUND = {
     "gateway/raw randwrite qd32 / gateway/raw randread qd32": (0.8 / 0.75, "PASS"),
     "raw/libiscsi iops qd32": (1.6, "PASS"),       # 40000 / 25000
     "raw/libiscsi cpu qd32": (0.625, "PASS"),      # 10 / 16
+    "gateway-s/raw randread qd1": (0.625, None),    # 12500 / 20000
+    "gateway-s/raw randread qd32": (0.75, None),
+    "gateway-s/raw randwrite qd1": (0.5, None),
+    "gateway-s/raw randwrite qd32": (0.82, None),   # 41000 / 50000
+    "gateway-uring/raw randread qd1": (0.7, None),  # 14000 / 20000
+    "gateway-uring/raw randread qd32": (0.9, None),
+    "gateway-uring/raw randwrite qd1": (0.6, None),
+    "gateway-uring/raw randwrite qd32": (0.9, None),
+    "default/-s randread qd1": (0.8, "MISS"),      # 10000 / 12500
+    "default/-s randread qd32": (1.0, "PASS"),
+    "default/-s randwrite qd1": (1.0, "PASS"),
+    "default/-s randwrite qd32": (40000 / 41000, "PASS"),
+    "hop/floor randread qd1 uring": (1.0, "PASS"),     # (70 - 50) / 20
+    "hop/floor randread qd32 uring": (1.25, "MISS"),   # (15 - 10) / 4
+    "hop/floor randwrite qd1 uring": (1.0, "PASS"),    # (8 - 5) / 3
+    "hop/floor randwrite qd32 uring": (1 / 3, "PASS"),  # (5 - 4) / 3
 }
 
 
@@ -118,6 +152,24 @@ class TestFloor(unittest.TestCase):
             self.assertEqual(floor.line(r[name]), f"ratio {name}: n/a goal {r[name]['goal_op']} {r[name]['goal']}")
         self.assertAlmostEqual(r["gateway/raw randwrite qd32"]["value"], 0.8)  # the None cell does not count
 
+    def test_missing_fuse_paths_are_na(self):
+        # a kernel without FUSE over io_uring, a run without -s: those lines are n/a, the others stay
+        cells = [c for c in ONE_ROUND if c["series"] not in ("gateway-s", "gateway-uring", "nullfuse-uring")]
+        r = by_name(floor.compute(cells))
+        for name in ("default/-s randread qd1", "default/-s randwrite qd32", "hop/floor randread qd1 uring",
+                     "hop/floor randwrite qd32 uring", "gateway-uring/raw randread qd1", "gateway-s/raw randread qd32"):
+            with self.subTest(name=name):
+                self.assertIsNone(r[name]["value"])
+                self.assertIsNone(r[name]["verdict"])
+                self.assertEqual(r[name]["rounds"], 0)
+        self.assertEqual(floor.line(r["default/-s randread qd32"]), "ratio default/-s randread qd32: n/a goal >= 0.95")
+        self.assertAlmostEqual(r["hop/floor randread qd1"]["value"], 1.6)
+        # the gateway-uring series without its floor: its hop lines are n/a, its gateway/raw lines are not
+        cells = [c for c in ONE_ROUND if c["series"] != "nullfuse-uring"]
+        r = by_name(floor.compute(cells))
+        self.assertIsNone(r["hop/floor randread qd32 uring"]["value"])
+        self.assertAlmostEqual(r["gateway-uring/raw randread qd32"]["value"], 0.9)
+
     def test_lines(self):
         r = by_name(floor.compute(ONE_ROUND))
         self.assertEqual(floor.line(r["hop/floor randread qd1"]),
@@ -126,6 +178,10 @@ class TestFloor(unittest.TestCase):
                          "ratio gateway/raw randread qd32: 0.750 (rounds 0.750-0.750)")
         self.assertEqual(floor.line(r["raw/libiscsi iops qd32"]),
                          "ratio raw/libiscsi iops qd32: 1.600 (rounds 1.600-1.600) goal >= 1.25 PASS")
+        self.assertEqual(floor.line(r["default/-s randread qd1"]),
+                         "ratio default/-s randread qd1: 0.800 (rounds 0.800-0.800) goal >= 0.95 MISS")
+        self.assertEqual(floor.line(r["hop/floor randread qd32 uring"]),
+                         "ratio hop/floor randread qd32 uring: 1.250 (rounds 1.250-1.250) goal <= 1.2 MISS")
 
     def test_command_line(self):
         with tempfile.TemporaryDirectory() as d:
