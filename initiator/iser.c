@@ -173,6 +173,12 @@ static void iser_destroy(struct iscsi_transport *t)
 	iser_conn_free(c);
 }
 
+/* wakeups op (transport.h): the times the event thread woke from poll with something to do. */
+static uint64_t iser_wakeups(struct iscsi_transport *t)
+{
+	return iscsi_evthread_wakeups(&((struct iser_conn *)t)->ev);
+}
+
 const struct iscsi_transport_ops iscsi_iser_transport = {
 	.name = "iser",
 	.data_by_rdma = true,
@@ -185,6 +191,7 @@ const struct iscsi_transport_ops iscsi_iser_transport = {
 	.abort = iser_abort,
 	.shutdown = iser_shutdown,
 	.destroy = iser_destroy,
+	.wakeups = iser_wakeups,
 };
 
 void iser_neg_config(struct iscsi_neg_config *neg)
