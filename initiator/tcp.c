@@ -66,7 +66,7 @@ static_assert(TX_SLOTS <= ISCSI_TX_BATCH_MAX, "a tx_fill batch fits the session'
 #define AHS_MAX (255u * 4u)
 #define IOV_PER_SLOT 5 /* BHS, header digest, data, padding, data digest */
 #ifndef RX_EXACT_MIN
-#define RX_EXACT_MIN (4u * 1024u) /* a Data-In payload this large: read the next header alone */
+#define RX_EXACT_MIN (16u * 1024u) /* a Data-In payload this large: read the next header alone */
 #endif
 
 struct tcp_conn {
