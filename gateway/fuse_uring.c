@@ -159,18 +159,7 @@ int gw_uring_kernel_check(char *why, size_t cap)
 
 static void prep_cmd(struct io_uring_sqe *sqe, int fd, struct ent *e, uint32_t op)
 {
-	memset((void *)sqe, 0, 128); /* an SQE128 slot */
-	sqe->opcode = IORING_OP_URING_CMD;
-	sqe->fd = fd;
-	sqe->cmd_op = op;
-	if (op == GW_FUSE_IO_URING_CMD_REGISTER) {
-		sqe->addr = (uint64_t)(uintptr_t)e->iov;
-		sqe->len = 2;
-	}
-	struct gw_fuse_uring_cmd_req *c = (struct gw_fuse_uring_cmd_req *)(void *)sqe->cmd;
-	c->qid = e->qid;
-	c->commit_id = op == GW_FUSE_IO_URING_CMD_COMMIT_AND_FETCH ? e->commit_id : 0;
-	io_uring_sqe_set_data(sqe, e);
+	gw_fuse_uring_prep_cmd(sqe, fd, op, e->qid, e->iov, e->commit_id, e);
 }
 
 static void arm_eventfd(struct ring *r)

@@ -3,6 +3,7 @@
 #include "fuse_uring_conv.h"
 
 #include <errno.h>
+#include <liburing.h>
 #include <string.h>
 
 int gw_fuse_uring_to_dev(const struct gw_fuse_uring_req_header *h, char *payload, size_t payload_cap, void **start,
@@ -114,4 +115,21 @@ size_t gw_fuse_uring_payload_size(const struct fuse_init_out *init)
 	if ((init->flags & FUSE_MAX_PAGES) && (size_t)init->max_pages * 4096 > sz)
 		sz = (size_t)init->max_pages * 4096;
 	return sz;
+}
+
+void gw_fuse_uring_prep_cmd(struct io_uring_sqe *sqe, int fd, uint32_t op, uint16_t qid, const struct iovec *iov,
+			    uint64_t commit_id, void *data)
+{
+	memset((void *)sqe, 0, 128); /* an SQE128 slot */
+	sqe->opcode = IORING_OP_URING_CMD;
+	sqe->fd = fd;
+	sqe->cmd_op = op;
+	if (op == GW_FUSE_IO_URING_CMD_REGISTER) {
+		sqe->addr = (uint64_t)(uintptr_t)iov;
+		sqe->len = 2;
+	}
+	struct gw_fuse_uring_cmd_req *c = (struct gw_fuse_uring_cmd_req *)(void *)sqe->cmd;
+	c->qid = qid;
+	c->commit_id = op == GW_FUSE_IO_URING_CMD_COMMIT_AND_FETCH ? commit_id : 0;
+	io_uring_sqe_set_data(sqe, data);
 }

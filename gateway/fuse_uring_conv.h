@@ -82,4 +82,17 @@ ssize_t gw_fuse_uring_init_reply_enable(const struct iovec *iov, int count, void
  */
 size_t gw_fuse_uring_payload_size(const struct fuse_init_out *init);
 
+struct io_uring_sqe;
+
+/*
+ * Fill the SQE128 slot sqe (zeroed first) with a FUSE ring command on the
+ * /dev/fuse descriptor fd for queue qid: op GW_FUSE_IO_URING_CMD_REGISTER
+ * hands the kernel the entry's two iovecs (header page, payload; iov must
+ * stay valid while the entry is registered), GW_FUSE_IO_URING_CMD_COMMIT_AND_FETCH
+ * commits the reply to request commit_id and asks for the next one.
+ * data becomes the completion's user data.  No errors.
+ */
+void gw_fuse_uring_prep_cmd(struct io_uring_sqe *sqe, int fd, uint32_t op, uint16_t qid, const struct iovec *iov,
+			    uint64_t commit_id, void *data);
+
 #endif

@@ -90,18 +90,7 @@ static void prep_cmd(struct nf_ent *e, uint32_t op)
 	struct io_uring_sqe *sqe = sqe_get();
 	if (!sqe)
 		return;
-	memset((void *)sqe, 0, 128); /* an SQE128 slot */
-	sqe->opcode = IORING_OP_URING_CMD;
-	sqe->fd = nf.fd;
-	sqe->cmd_op = op;
-	if (op == GW_FUSE_IO_URING_CMD_REGISTER) {
-		sqe->addr = (uint64_t)(uintptr_t)e->iov;
-		sqe->len = 2;
-	}
-	struct gw_fuse_uring_cmd_req *c = (struct gw_fuse_uring_cmd_req *)(void *)sqe->cmd;
-	c->qid = e->qid;
-	c->commit_id = op == GW_FUSE_IO_URING_CMD_COMMIT_AND_FETCH ? e->unique : 0;
-	io_uring_sqe_set_data(sqe, e);
+	gw_fuse_uring_prep_cmd(sqe, nf.fd, op, e->qid, e->iov, e->unique, e);
 }
 
 static void arm_eventfd(void)
