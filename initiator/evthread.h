@@ -33,9 +33,8 @@ int iscsi_evthread_start(struct iscsi_evthread *e, void *(*fn)(void *), void *ar
 /* Wake the thread (any thread; cheap when a wake-up is pending).  peer names the connection in a failure line. */
 void iscsi_evthread_kick(struct iscsi_evthread *e, const char *peer);
 
-/* On the event thread, just before its poll: direct senders may see it asleep. */
 /*
- * About to block in poll: marks the thread asleep, then looks at `kicked`
+ * On the event thread, about to block in poll: marks the thread asleep, then looks at `kicked`
  * once more.  True: block (a later kick writes the eventfd).  False: a kick
  * came in meanwhile without writing the eventfd (the thread looked awake),
  * so poll without blocking and loop.  The store and the load are seq_cst,
@@ -50,6 +49,7 @@ static inline bool iscsi_evthread_sleep(struct iscsi_evthread *e)
 	return false;
 }
 
+/* On the event thread, after its poll returned ready (ready > 0 counts a wake-up). */
 static inline void iscsi_evthread_woke(struct iscsi_evthread *e, int ready)
 {
 	atomic_store(&e->sleeping, false);

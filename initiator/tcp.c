@@ -581,7 +581,7 @@ static int rx_drain(struct tcp_conn *c)
 				return -EPROTO; /* cannot happen: rxcap holds the largest PDU */
 			size_t room = c->rxcap - c->rxend;
 			if (c->rx_exact && c->rxend - c->rxstart < rx_header_len(c))
-				room = rx_header_len(c) - (c->rxend - c->rxstart); /* the rest of the next header */
+				room = min_size(room, rx_header_len(c) - (c->rxend - c->rxstart)); /* the rest of the next header */
 			r = read(c->fd, c->rxbuf + c->rxend, room);
 			if (r > 0)
 				c->rxend += (size_t)r;
