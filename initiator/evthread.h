@@ -30,7 +30,7 @@ void iscsi_evthread_init(struct iscsi_evthread *e);
 /* Make the eventfd and start fn(arg) on a new thread.  Returns 0 or a negative errno. */
 int iscsi_evthread_start(struct iscsi_evthread *e, void *(*fn)(void *), void *arg);
 
-/* Wake the thread (any thread; cheap when a wake-up is pending).  peer names the connection in a failure line. */
+/* Wake the thread (any thread): writes the eventfd only when the thread sleeps in poll and no kick is pending.  peer names the connection in a failure line. */
 void iscsi_evthread_kick(struct iscsi_evthread *e, const char *peer);
 
 /*
