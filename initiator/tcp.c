@@ -65,9 +65,9 @@ static_assert(TX_SLOTS <= ISCSI_TX_BATCH_MAX, "a tx_fill batch fits the session'
 #define RX_BUF_MIN (256u * 1024u)
 #define AHS_MAX (255u * 4u)
 #define IOV_PER_SLOT 5 /* BHS, header digest, data, padding, data digest */
-#ifndef RX_EXACT_MIN
 #define RX_EXACT_MIN (16u * 1024u) /* a Data-In payload this large: read the next header alone */
-#endif
+#define RX_BATCH (64u * 1024u)      /* at most this much per read(2) into rxbuf: what a large Data-In arriving
+				       * after small PDUs may have copied */
 
 struct tcp_conn {
 	struct iscsi_transport base;
@@ -579,7 +579,7 @@ static int rx_drain(struct tcp_conn *c)
 		} else {
 			if (c->rxend == c->rxcap)
 				return -EPROTO; /* cannot happen: rxcap holds the largest PDU */
-			size_t room = c->rxcap - c->rxend;
+			size_t room = min_size(c->rxcap - c->rxend, RX_BATCH);
 			if (c->rx_exact && c->rxend - c->rxstart < rx_header_len(c))
 				room = min_size(room, rx_header_len(c) - (c->rxend - c->rxstart)); /* the rest of the next header */
 			r = read(c->fd, c->rxbuf + c->rxend, room);

@@ -21,11 +21,14 @@
 # directory under /var/tmp, printed at the end.
 set -euo pipefail
 SRC=$(cd "$(dirname "$0")/../.." && pwd)
-BUILD=${BUILD_DIR:-$SRC/build}
+if (($#)); then
+	echo "usage: $0 (no arguments; BUILD_DIR, BENCH_ROUNDS, BENCH_SECONDS in the environment)" >&2
+	exit 2
+fi
+BUILD=$(realpath -m "${BUILD_DIR:-$SRC/build}")
+case $BUILD in "$SRC"/*) ;; *) echo "iser.sh: BUILD_DIR must be inside $SRC (shared into the guest)" >&2; exit 1 ;; esac
 [ "$(id -u)" = 0 ] || { echo "iser.sh: needs root (QEMU 9p export of /, apt-get)" >&2; exit 1; }
 [ -d "$BUILD" ] || meson setup "$BUILD" "$SRC"
-BUILD=$(cd "$BUILD" && pwd)
-case $BUILD in "$SRC"/*) ;; *) echo "iser.sh: BUILD_DIR must be inside $SRC (shared into the guest)" >&2; exit 1 ;; esac
 ninja -C "$BUILD" iserfuse tests/iserfuse-perf > /dev/null
 
 if ! command -v iscsiadm > /dev/null; then

@@ -3,7 +3,7 @@
  * nullfuse: a null FUSE server, the floor of a FUSE round trip on this
  * machine (not a test, not installed).
  *
- *   nullfuse [--loop=dev|mt|uring] [--threads=N] MOUNTPOINT
+ *   nullfuse [--loop=dev|mt|uring] [--threads=N (1-1024)] MOUNTPOINT
  *
  * One file, /file, 1 GiB: READ answers zeroes from a static buffer, WRITE
  * answers its size and drops the data, nothing else is stored.  Low-level
@@ -226,7 +226,11 @@ int main(int argc, char **argv)
 		} else if (!strcmp(argv[i], "--loop=uring")) {
 			loop = LOOP_URING;
 		} else if (!strncmp(argv[i], "--threads=", 10)) {
-			threads = (unsigned)strtoul(argv[i] + 10, NULL, 10);
+			const char *v = argv[i] + 10;
+			char *end;
+			errno = 0;
+			unsigned long t = strtoul(v, &end, 10);
+			threads = *v >= '0' && *v <= '9' && !*end && !errno && t <= 1024 ? (unsigned)t : 0; /* 0: usage */
 		} else if (argv[i][0] != '-' && !mnt) {
 			mnt = argv[i];
 		} else {

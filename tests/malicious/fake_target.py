@@ -1059,16 +1059,18 @@ class Conn:
         elif m == "ahs_overflow":
             ahs = bytearray(random.Random(5).randbytes(255 * 4))
             ahs[0:3] = b"\xff\xff\x01"  # AHSLength 65535, type 1
-            self.send_data_only(itt, lun, payload[:-DATA_IN_CHUNK])
-            self.data_in(itt, lun, payload[-DATA_IN_CHUNK:], n - DATA_IN_CHUNK, n // DATA_IN_CHUNK - 1,
+            k = min(DATA_IN_CHUNK, n)  # the last PDU (a read of one chunk or less: the only one)
+            self.send_data_only(itt, lun, payload[:n - k])
+            self.data_in(itt, lun, payload[n - k:], n - k, -(-(n - k) // DATA_IN_CHUNK),
                          final=True, status=0, ahs_bytes=bytes(ahs))
         elif m == "unknown_opcode":
             h = bhs(0x1C, 0x80, 8, 0, itt)
             self.sn_fields(h)
             self.send(h, b"whatever")
         elif m == "status_without_final":
-            self.send_data_only(itt, lun, payload[:-DATA_IN_CHUNK])
-            self.data_in(itt, lun, payload[-DATA_IN_CHUNK:], n - DATA_IN_CHUNK, n // DATA_IN_CHUNK - 1,
+            k = min(DATA_IN_CHUNK, n)
+            self.send_data_only(itt, lun, payload[:n - k])
+            self.data_in(itt, lun, payload[n - k:], n - k, -(-(n - k) // DATA_IN_CHUNK),
                          final=False, status=0, flags=0x01)
         else:
             log("unknown misbehaviour %s: serving normally" % m)
