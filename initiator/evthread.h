@@ -57,9 +57,6 @@ static inline void iscsi_evthread_woke(struct iscsi_evthread *e, int ready)
 		atomic_fetch_add_explicit(&e->wakeups, 1, memory_order_relaxed);
 }
 
-/* Whether the event thread sleeps in poll now (any thread; a hint, it may wake at once). */
-static inline bool iscsi_evthread_asleep(struct iscsi_evthread *e) { return atomic_load(&e->sleeping); }
-
 /* Wake-ups counted so far (any thread). */
 static inline uint64_t iscsi_evthread_wakeups(struct iscsi_evthread *e)
 {

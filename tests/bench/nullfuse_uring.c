@@ -59,7 +59,7 @@ static struct {
 	uint64_t efd_val;
 	pthread_t t;
 	bool t_ok;
-	atomic_bool stop, active;
+	atomic_bool stop;
 	unsigned long requests; /* ring thread */
 } nf = {.efd = -1};
 
@@ -140,7 +140,6 @@ static void *ring_run(void *arg)
 	for (unsigned i = 0; i < nf.nents; i++)
 		prep_cmd(&nf.ents[i], GW_FUSE_IO_URING_CMD_REGISTER);
 	arm_eventfd();
-	atomic_store(&nf.active, true);
 	fprintf(stderr, "nullfuse: FUSE over io_uring: %u entries of %zu-byte payloads, one ring thread\n", nf.nents,
 		nf.payload_sz);
 	while (!atomic_load(&nf.stop) && dead < nf.nents) {
@@ -169,7 +168,6 @@ static void *ring_run(void *arg)
 			ent_dispatch((struct nf_ent *)(uintptr_t)ud);
 		}
 	}
-	atomic_store(&nf.active, false);
 	return NULL;
 }
 
@@ -282,11 +280,6 @@ int nf_uring_attach(struct fuse_session *se)
 	nf.se = se;
 	nf.fd = fuse_session_fd(se);
 	return fuse_session_custom_io(se, &io, nf.fd);
-}
-
-int nf_uring_active(void)
-{
-	return atomic_load(&nf.active);
 }
 
 void nf_uring_end(void)

@@ -24,9 +24,6 @@
  */
 int nf_uring_attach(struct fuse_session *se);
 
-/* Whether the ring serves the mount (the kernel accepted the INIT reply's flag and the entries registered). */
-int nf_uring_active(void);
-
 /* After the /dev/fuse loop has returned: stop the ring thread and close the ring.  No-op if none. */
 void nf_uring_end(void);
 

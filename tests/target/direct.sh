@@ -53,17 +53,23 @@ field() {
 	awk -v k="$2" '$1 == k { print $2; exit }' <<<"$1"
 }
 
+# run_io LABEL ARGS...: target_io ARGS into $out; a failure line and 1 when it fails.
+run_io() {
+	local label=$1 rc=0
+	shift
+	out=$(timeout 120 "$target_io" "$@" 2>"$work/err") || rc=$?
+	if ((rc != 0)); then
+		fail "$label: target_io $1 exits 0 (exit $rc)"
+		note "$work/err"
+		return 1
+	fi
+}
+
 # qd1_reads LABEL HD DD WANT: 1000 QD1 reads with these digest choices,
 # WANT the digests negotiated ("header data", 0 or 1 each).
 qd1_reads() {
-	local out rc=0
-	out=$(TARGET_IO_HEADER_DIGEST=$2 TARGET_IO_DATA_DIGEST=$3 timeout 120 "$target_io" qd1 "$TGT_URL/1" 1000 \
-		2>"$work/err") || rc=$?
-	if ((rc != 0)); then
-		fail "$1: target_io qd1 exits 0 (exit $rc)"
-		note "$work/err"
-		return
-	fi
+	local out
+	TARGET_IO_HEADER_DIGEST=$2 TARGET_IO_DATA_DIGEST=$3 run_io "$1" qd1 "$TGT_URL/1" 1000 || return 0
 	local reads direct kicks wakes
 	reads=$(field "$out" reads)
 	direct=$(field "$out" tx_direct)
@@ -98,13 +104,8 @@ fi
 
 # qd32_reads: 4000 reads, up to 32 in flight.
 qd32_reads() {
-	local out rc=0
-	out=$(timeout 120 "$target_io" qd "$TGT_URL/1" 4000 32 2>"$work/err") || rc=$?
-	if ((rc != 0)); then
-		fail "QD32: target_io qd exits 0 (exit $rc)"
-		note "$work/err"
-		return
-	fi
+	local out
+	run_io QD32 qd "$TGT_URL/1" 4000 32 || return 0
 	local reads direct wakes
 	reads=$(field "$out" reads)
 	direct=$(field "$out" tx_direct)

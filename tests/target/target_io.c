@@ -341,12 +341,13 @@ static int cmd_verify(const char *text, const char *backing, const char *seed)
 	return failures ? 1 : 0;
 }
 
-/* Wait until fewer than depth reads are in flight. */
-static void waiter_below(struct waiter *w, unsigned depth)
+/* Wait until fewer than depth reads are in flight, then count one more. */
+static void waiter_enter(struct waiter *w, unsigned depth)
 {
 	pthread_mutex_lock(&w->m);
 	while (w->pending >= (int)depth)
 		pthread_cond_wait(&w->cv, &w->m);
+	w->pending++;
 	pthread_mutex_unlock(&w->m);
 }
 
@@ -384,10 +385,7 @@ static int cmd_qd(const char *text, const char *count, unsigned depth)
 	struct read_ctx r = {&w, NULL};
 	unsigned long done = 0;
 	for (unsigned long i = 0; i < n; i++) {
-		waiter_below(&w, depth);
-		pthread_mutex_lock(&w.m);
-		w.pending++;
-		pthread_mutex_unlock(&w.m);
+		waiter_enter(&w, depth);
 		if ((rc = blk_read(&d, (i % span) * bs, bs, io_done, &r))) {
 			fprintf(stderr, "read %lu: %s\n", i, strerror(-rc));
 			pthread_mutex_lock(&w.m);
