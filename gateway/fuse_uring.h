@@ -78,9 +78,10 @@ bool gw_fuse_uring_failed(const struct gw_fuse_uring *u);
 void gw_fuse_uring_quiesce(struct gw_fuse_uring *u);
 
 /*
- * After the unmount (every reply sent): stop the ring threads, close the
- * rings (the kernel cancels the entries still registered) and free u.
- * No-op for NULL.
+ * After the unmount and after the sessions are closed (no completion can
+ * reply any more: writev may be called until then): stop the ring
+ * threads, close the rings (the kernel cancels the entries still
+ * registered) and free u.  No-op for NULL.
  */
 void gw_fuse_uring_end(struct gw_fuse_uring *u);
 

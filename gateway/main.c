@@ -538,12 +538,12 @@ int main(int argc, char **argv)
 	gw_fuse_uring_quiesce(m.g.uring);
 	bool never_live = gw_live_watch_end(&m.watch);
 	int unsynced = gw_stop(&m.g, m.se, &m.sync);
-	bool uring_failed = gw_fuse_uring_failed(m.g.uring);
-	gw_fuse_uring_end(m.g.uring); /* after the unmount: every reply is in */
-	m.g.uring = NULL;
-	rc = lrc < 0 || unsynced || never_live || uring_failed ? 1 : 0;
+	rc = lrc < 0 || unsynced || never_live || gw_fuse_uring_failed(m.g.uring) ? 1 : 0;
 out_session:
 	gw_stop_close(&m.g, m.iser, m.sync);
+	/* after the sessions: a command the drain gave up on replies as late as their close */
+	gw_fuse_uring_end(m.g.uring);
+	m.g.uring = NULL;
 out:
 	mount_free(&m);
 	return rc;

@@ -179,7 +179,8 @@ void mpath_latency(struct mpath *m, uint64_t out[LAT_BUCKETS]);
 /* iscsi_session_stopping on every path, and held commands fail by grace_ms from now. */
 void mpath_stopping(struct mpath *m, int grace_ms);
 
-/* Wait up to timeout_ms for every command to complete: 0 or -ETIMEDOUT. */
+/* Wait up to timeout_ms for every command to complete, also those out on a path after the
+ * replacement timeout failed the held ones: 0 or -ETIMEDOUT. */
 int mpath_drain(struct mpath *m, int timeout_ms);
 
 /*

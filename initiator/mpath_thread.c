@@ -362,7 +362,8 @@ int mpath_drain(struct mpath *m, int timeout_ms)
 	struct timespec dl = clk_deadline_ms(timeout_ms);
 	int rc = 0;
 	pthread_mutex_lock(&m->lock);
-	while (m->total_out > 0 && !m->nopath_failing)
+	/* also after the replacement timeout: what is out on a path completes when its session fails it */
+	while (m->total_out > 0)
 		if (pthread_cond_timedwait(&m->drain_cv, &m->lock, &dl) == ETIMEDOUT) {
 			rc = -ETIMEDOUT;
 			break;
