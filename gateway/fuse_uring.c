@@ -437,6 +437,9 @@ static unsigned rings_wanted(unsigned nqueues)
 		unsigned long v = strtoul(e, &end, 10);
 		if (!*end && v >= 1 && v <= nqueues)
 			n = (unsigned)v;
+		else
+			log_warn("ISERFUSE_URING_THREADS=%s ignored: 1..%u expected; %u ring thread%s", e, nqueues, n,
+				 n == 1 ? "" : "s");
 	}
 	return n;
 }

@@ -123,6 +123,17 @@ static int opt_proc(void *data, const char *arg, int key, struct fuse_args *outa
 	case FUSE_OPT_KEY_OPT:
 		if (!strncmp(arg, "x-", 2) || !strncmp(arg, "comment=", 8))
 			return 0; /* fstab annotations (x-systemd.*, ...) */
+		int i = gw_opt_find(arg);
+		if (i >= 0 && gw_opts[i].kind != GW_OPT_FLAG && !strchr(arg, '=')) {
+			fprintf(stderr, "iserfuse: %s%soption '%s' needs a value: -o %s=%s\n", opt_origin ? opt_origin : "",
+				opt_origin ? ": " : "", arg, arg, gw_opts[i].arg);
+			return -1;
+		}
+		if (i >= 0 && gw_opts[i].kind == GW_OPT_FLAG && strchr(arg, '=')) {
+			fprintf(stderr, "iserfuse: %s%soption '%s' takes no value: -o %s\n", opt_origin ? opt_origin : "",
+				opt_origin ? ": " : "", arg, gw_opts[i].key);
+			return -1;
+		}
 		return 1;
 	case KEY_IGNORE:
 		return 0;

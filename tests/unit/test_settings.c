@@ -142,6 +142,21 @@ Test(settings, bad_values_one_line_each, .init = cr_redirect_stderr, .fini = dro
 				"iserfuse: bad option 'multipath=off': portal= needs multipath=on\n");
 }
 
+Test(settings, value_missing_or_unwanted_one_line_each, .init = cr_redirect_stderr, .fini = drop_conf)
+{
+	static const char *const bad[] = {"sessions", "cmd_timeout", "ro=1"};
+	struct gw_settings o;
+	write_conf("");
+	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+		cr_expect_eq(load(&o, bad[i]), -1, "%s accepted", bad[i]);
+		gw_settings_free(&o);
+	}
+	fflush(stderr);
+	cr_expect_stderr_eq_str("iserfuse: option 'sessions' needs a value: -o sessions=N\n"
+				"iserfuse: option 'cmd_timeout' needs a value: -o cmd_timeout=S\n"
+				"iserfuse: option 'ro=1' takes no value: -o ro\n");
+}
+
 Test(settings, multipath_off, .init = cr_redirect_stderr, .fini = drop_conf)
 {
 	struct gw_settings o;
