@@ -225,9 +225,17 @@ static int write_check(struct gw_lun *l, bool o_direct, int64_t off, size_t *len
 		*answered = true;
 		return 0;
 	}
-	/* A write crossing the end is short, as on a block device. */
-	if (*len > dev_size - (uint64_t)off)
+	/*
+	 * A write crossing the end is short, as on a block device; but the
+	 * kernel's asynchronous direct I/O turns a short reply into EIO for
+	 * the whole write, so an O_DIRECT one is refused whole: EFBIG, nothing
+	 * written.
+	 */
+	if (*len > dev_size - (uint64_t)off) {
+		if (o_direct)
+			return EFBIG;
 		*len = dev_size - (uint64_t)off;
+	}
 	if (*len > max_io)
 		*len = max_io;
 	return 0;

@@ -274,6 +274,19 @@ io_checks() {
 	else
 		fail "$lun: a write across the end stores the 100 bytes that fit"
 	fi
+	# O_DIRECT across the end: refused whole (the kernel's asynchronous
+	# direct I/O would report a short reply as EIO), nothing stored.
+	head -c 8192 /dev/urandom >"$work/chunk8k"
+	bytes "$img" "$((size - 4096))" 4096 >"$work/tail.before"
+	expect_fail "$lun: an O_DIRECT write across the end fails" \
+		dd if="$work/chunk8k" of="$f" bs=8192 count=1 oflag=direct,seek_bytes seek="$((size - 4096))" \
+		conv=notrunc status=none
+	if grep -q 'File too large' "$work/log" && bytes "$img" "$((size - 4096))" 4096 | cmp -s "$work/tail.before" -; then
+		pass "$lun: an O_DIRECT write across the end is EFBIG and stores nothing"
+	else
+		fail "$lun: an O_DIRECT write across the end is EFBIG and stores nothing"
+		note "$work/log"
+	fi
 	check_eq "$lun: still $size bytes after writes at the end" "$(stat -c %s "$f" 2>&1)" "$size"
 	drop_cache "$f"
 	read_tail "$lun: a read at the end returns 0 bytes" "$f" "$size" 0

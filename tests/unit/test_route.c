@@ -385,6 +385,10 @@ Test(route, write_limits)
 	cr_assert_eq(len, 512); /* short, as on a block device */
 	cr_assert_eq(st.len, 512);
 	cr_assert_eq(p, payload_buf);
+	len = 4096; /* O_DIRECT: refused whole (the kernel would turn the short reply into EIO) */
+	st.len = 0;
+	cr_assert_eq(route_write_prepare(&lun, true, LUN_SIZE - 512, &len, MAX_IO, &r, &p, ARG), EFBIG);
+	cr_assert_eq(st.len, 0);
 	len = 2 * MAX_IO;
 	cr_assert_eq(route_write_prepare(&lun, false, 0, &len, MAX_IO, &r, &p, ARG), 0);
 	cr_assert_eq(len, MAX_IO);
