@@ -148,10 +148,14 @@ int gw_stop(struct gw *g, struct fuse_session *se, struct gw_sync_batch **batch)
 {
 	sd_notify(0, "STOPPING=1");
 	stop_signals = stop_signals ? stop_signals : 1; /* from now on the next stop signal ends the daemon */
-	gw_rescan_stop(g);
-	/* A session being recovered gets a few seconds more, not the whole replacement_timeout. */
+	/*
+	 * A session being recovered gets a few seconds more, not the whole
+	 * replacement_timeout: before the rescan thread is joined, whose
+	 * command may be waiting on that recovery.
+	 */
 	gw_paths_stop(g); /* no new paths from now on */
 	gw_sess_stopping(g, STOP_GRACE_MS);
+	gw_rescan_stop(g);
 	/*
 	 * Drain while still mounted, so that the requests in flight get their
 	 * replies instead of being aborted by the unmount; new ones wait.

@@ -136,9 +136,10 @@ declare -A expect=(
 #       the target behaves again after 8 s and a read then succeeds;
 #       otherwise fusermount3 -u ends the daemon within 3 s while recovery
 #       is still trying;
-#   stop: as outage, with replacement_timeout 60 s: SIGTERM while the read
-#       waits for the recovery ends the daemon within 8 s (a 5 s grace), the
-#       read failing, nothing left mounted;
+#   stop: as outage, with replacement_timeout 60 s and a rescan every
+#       second: SIGTERM while the read and a rescan wait for the recovery
+#       ends the daemon within 8 s (a 5 s grace), the read failing, nothing
+#       left mounted;
 #   relogin: the Logout Response's Time2Wait 65535 is capped: a read after
 #       the logout succeeds before replacement_timeout (6 s) fails it;
 #   storm: with cmd_timeout 2 s, a write the target keeps asking R2Ts for
@@ -352,7 +353,9 @@ if [[ $want_io == bounded ]]; then
 	[[ $trigger == nop ]] && noop=1
 	burl=$url
 	[[ $kind == luns ]] && burl=${url%/1} # every LUN: REPORT LUNS at the mount and in rescans
-	mount_daemon "$burl" -o cmd_timeout=$ct -o noop_interval=$noop -o replacement_timeout=$rt
+	more=()
+	[[ $kind == stop ]] && more=(-o rescan_interval=1) # a rescan waits on the recovery too
+	mount_daemon "$burl" -o cmd_timeout=$ct -o noop_interval=$noop -o replacement_timeout=$rt "${more[@]}"
 	case $kind in
 	outage)
 		if [[ $trigger == nop ]]; then
@@ -415,7 +418,7 @@ if [[ $want_io == bounded ]]; then
 			sleep 0.1
 		done
 		check "the read dropped the connection" grep -q 'lost:' "$work/daemon.log"
-		sleep 1
+		sleep 2.5 # the rescan every second has a command waiting on the recovery by now
 		t0=$EPOCHREALTIME
 		kill -TERM "$daemon_pid"
 		if _targets_wait_gone "$daemon_pid" 20; then
