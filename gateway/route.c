@@ -228,8 +228,9 @@ static int write_check(struct gw_lun *l, bool o_direct, int64_t off, size_t *len
 	/*
 	 * A write crossing the end is short, as on a block device; but the
 	 * kernel's asynchronous direct I/O turns a short reply into EIO for
-	 * the whole write, so an O_DIRECT one is refused whole: EFBIG, nothing
-	 * written.
+	 * the whole write, so an O_DIRECT one is refused: EFBIG, nothing of
+	 * this request written (the requests before it of a larger write the
+	 * kernel split may have been).
 	 */
 	if (*len > dev_size - (uint64_t)off) {
 		if (o_direct)

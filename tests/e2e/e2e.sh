@@ -274,8 +274,9 @@ io_checks() {
 	else
 		fail "$lun: a write across the end stores the 100 bytes that fit"
 	fi
-	# O_DIRECT across the end: refused whole (the kernel's asynchronous
-	# direct I/O would report a short reply as EIO), nothing stored.
+	# O_DIRECT across the end, in one FUSE request: refused (the kernel's
+	# asynchronous direct I/O would report a short reply as EIO), nothing
+	# stored.
 	head -c 8192 /dev/urandom >"$work/chunk8k"
 	bytes "$img" "$((size - 4096))" 4096 >"$work/tail.before"
 	expect_fail "$lun: an O_DIRECT write across the end fails" \
