@@ -180,6 +180,11 @@ static int opt_proc(void *data, const char *arg, int key, struct fuse_args *outa
 	}
 	if (id == GW_OPT_PORTAL)
 		return 0; /* repeatable: each one was added to o->portals */
+	if (t->kind == GW_OPT_STR && !*val && t->arg && !strcmp(t->arg, "PATH")) {
+		fprintf(stderr, "iserfuse: %s%sbad option '%s=': the path is empty\n", opt_origin ? opt_origin : "",
+			opt_origin ? ": " : "", t->key);
+		return -1;
+	}
 	if (t->kind == GW_OPT_STR) {
 		/* a later one replaces an earlier one (the configuration file's come first) */
 		free(o->str[id]);
@@ -219,10 +224,6 @@ static int apply_config(struct gw_settings *o, struct fuse_args *args, struct gw
 	struct fuse_args ca = FUSE_ARGS_INIT(0, NULL);
 	int rc = -1;
 
-	if (o->str[GW_OPT_CONFIG] && !path[0]) {
-		fprintf(stderr, "iserfuse: bad option 'config=': the path is empty\n");
-		return -1;
-	}
 	if (gw_config_load(path, o->str[GW_OPT_CONFIG] != NULL, conf))
 		return -1;
 	if (o->url && !strstr(o->url, "://")) {

@@ -144,7 +144,7 @@ Test(settings, bad_values_one_line_each, .init = cr_redirect_stderr, .fini = dro
 
 Test(settings, value_missing_or_unwanted_one_line_each, .init = cr_redirect_stderr, .fini = drop_conf)
 {
-	static const char *const bad[] = {"sessions", "cmd_timeout", "ro=1"};
+	static const char *const bad[] = {"sessions", "cmd_timeout", "ro=1", "secret_file=", "log_file="};
 	struct gw_settings o;
 	write_conf("");
 	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
@@ -154,7 +154,9 @@ Test(settings, value_missing_or_unwanted_one_line_each, .init = cr_redirect_stde
 	fflush(stderr);
 	cr_expect_stderr_eq_str("iserfuse: option 'sessions' needs a value: -o sessions=N\n"
 				"iserfuse: option 'cmd_timeout' needs a value: -o cmd_timeout=S\n"
-				"iserfuse: option 'ro=1' takes no value: -o ro\n");
+				"iserfuse: option 'ro=1' takes no value: -o ro\n"
+				"iserfuse: bad option 'secret_file=': the path is empty\n"
+				"iserfuse: bad option 'log_file=': the path is empty\n");
 }
 
 Test(settings, multipath_off, .init = cr_redirect_stderr, .fini = drop_conf)
