@@ -35,6 +35,12 @@ static void gw_init(void *userdata, struct fuse_conn_info *conn)
 	 * one read into libfuse's buffer plus a memcpy into the slice measured
 	 * faster (the memcpy is counted in payload_bytes_copied).
 	 */
+	/*
+	 * open(2) with O_TRUNC reaches us as a SETATTR of the size (after the
+	 * OPEN, without O_TRUNC in its flags), which zeroes the LUN
+	 * (fs_attr.c), instead of an O_TRUNC in the OPEN's flags.
+	 */
+	conn->want &= ~(unsigned)FUSE_CAP_ATOMIC_O_TRUNC;
 	if (g->iser && (conn->capable & FUSE_CAP_SPLICE_READ))
 		conn->want |= FUSE_CAP_SPLICE_READ;
 	else
