@@ -210,7 +210,6 @@ void gw_setattr(fuse_req_t req, fuse_ino_t ino, struct stat *attr, int to_set, s
 	struct gw *g = gw_of(req);
 	struct gw_lun *l = gw_lun_by_ino(g, ino);
 	struct stat st;
-	(void)fi;
 	if (gw_extra_attr(g, ino, &st)) {
 		if (to_set & FUSE_SET_ATTR_SIZE)
 			fuse_reply_err(req, ino == GW_STATS_INO ? EACCES : EISDIR);
@@ -235,6 +234,16 @@ void gw_setattr(fuse_req_t req, fuse_ino_t ino, struct stat *attr, int to_set, s
 		}
 		if (attr->st_size < 0 || (uint64_t)attr->st_size > blk_dev_size(&l->dev)) {
 			fuse_reply_err(req, EFBIG);
+			return;
+		}
+		/*
+		 * truncate(2) by name needs write permission (the kernel checks
+		 * it too, default_permissions); ftruncate and O_TRUNC come with
+		 * a descriptor opened for writing.
+		 */
+		gw_fill_attr(g, ino, &st);
+		if (!fi && !gw_caller_may(req, &st, W_OK)) {
+			fuse_reply_err(req, EACCES);
 			return;
 		}
 	}

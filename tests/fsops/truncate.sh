@@ -223,8 +223,9 @@ fi
 # The cost of zeroing a whole LUN, each kind: the log's own numbers.
 for lun in lun1 lun2; do
 	fill "$lun"
+	n=$(wc -l <"$work/daemon.log")
 	: >"$mnt/$lun"
-	line=$(grep "$lun: zeroing after truncate: done" "$work/daemon.log" | tail -n 1 || true)
+	line=$(tail -n +"$((n + 1))" "$work/daemon.log" | grep "$lun: zeroing after truncate: " | tail -n 1 || true)
 	echo "# $lun whole-LUN zeroing: ${line#*zeroing after truncate: }"
 done
 unmount
