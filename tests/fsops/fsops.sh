@@ -58,8 +58,7 @@ mnt2=$work/mnt2
 mkdir -p "$mnt" "$mnt2"
 daemon_pid='' daemon2_pid='' fake_pid=''
 # A sanitizer build of the daemon writes its reports here (checked at the end).
-export ASAN_OPTIONS="${ASAN_OPTIONS:+$ASAN_OPTIONS:}log_path=$work/sanitizer"
-export UBSAN_OPTIONS="${UBSAN_OPTIONS:+$UBSAN_OPTIONS:}log_path=$work/sanitizer"
+sanitizer_logs "$work"
 
 is_mounted() {
 	grep -qF " $1 " /proc/mounts
@@ -432,12 +431,6 @@ else
 	note "$work/mount.err"
 fi
 
-reports=$(find "$work" -maxdepth 1 -name 'sanitizer.*' | sort)
-if [[ -z $reports ]]; then
-	pass "no sanitizer reports from the daemon"
-else
-	fail "no sanitizer reports from the daemon"
-	for r in $reports; do note "$r"; done
-fi
+sanitizer_check "$work"
 
 summary

@@ -30,71 +30,47 @@ here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 . "$here/../lib/targets.sh"
 # shellcheck source-path=SCRIPTDIR source=../lib/report.sh
 . "$here/../lib/report.sh"
+# shellcheck source-path=SCRIPTDIR source=../lib/suite.sh
+. "$here/../lib/suite.sh"
+# shellcheck source-path=SCRIPTDIR source=../lib/mount.sh
+. "$here/../lib/mount.sh"
 
-if [[ $# -ne 1 || ! -x $1 ]]; then
-	echo "usage: $0 ISERFUSE_BINARY" >&2
-	exit 2
-fi
+suite_args 1 "ISERFUSE_BINARY" "$@"
+need_exe "$1"
 iserfuse=$(cd "$(dirname "$1")" && pwd)/$(basename "$1")
-if [[ $(id -u) -ne 0 ]]; then
-	echo "# SKIP: the fsops suite mounts FUSE and runs tgtd, which needs root"
-	exit 77
-fi
-for tool in tgtd tgtadm fusermount3 qemu-img python3 timeout cmp rsync; do
-	if ! command -v "$tool" >/dev/null 2>&1; then
-		fail "tool $tool installed"
-		summary
-		exit 1
-	fi
-done
+need_root "the fsops suite mounts FUSE and runs tgtd, which needs root"
+need_tools tgtd tgtadm fusermount3 qemu-img python3 timeout cmp rsync
 
 MiB=$((1024 * 1024))
 lun_size=$((32 * MiB))
 img_size=$((24 * MiB))
-work=$(mktemp -d "${TMPDIR:-/tmp}/iserfuse-truncate.XXXXXX")
+suite_scratch truncate
+suite_drop=('tgtd/*.img' '*.raw')
 mnt=$work/mnt
 mkdir -p "$mnt"
-daemon_pid=''
-export ASAN_OPTIONS="${ASAN_OPTIONS:+$ASAN_OPTIONS:}log_path=$work/sanitizer"
-export UBSAN_OPTIONS="${UBSAN_OPTIONS:+$UBSAN_OPTIONS:}log_path=$work/sanitizer"
+sanitizer_logs "$work"
 
-is_mounted() {
-	grep -qF " $1 " /proc/mounts
-}
-
+# unmount: the daemon writes everything back and exits by itself (else it is killed after 20 s).
 unmount() {
-	if is_mounted "$mnt"; then
-		fusermount3 -u "$mnt" 2>/dev/null || fusermount3 -uz "$mnt" 2>/dev/null
-	fi
-	[[ -n $daemon_pid ]] && _targets_kill "$daemon_pid" 20
-	daemon_pid=''
+	local p
+	force_unmount "$mnt"
+	for p in $(daemon_pids "$mnt"); do
+		wait_exit "$p" 200 || _targets_kill "$p" 5
+	done
 }
-
-cleanup() {
-	local rc=$?
-	set +e
+suite_teardown() {
 	unmount
 	tgtd_stop "$work/tgtd"
 	if is_mounted "$mnt"; then
-		echo "# $mnt is still mounted: $work left in place"
-	elif ((rc == 0 && failed == 0)); then
-		rm -rf "$work"
-	else
-		rm -f "$work"/tgtd/*.img "$work"/*.raw
-		echo "# logs kept in $work"
+		suite_busy="$mnt is still mounted"
 	fi
-	exit "$rc"
 }
-trap cleanup EXIT
-trap 'exit 130' INT
-trap 'exit 143' TERM
 
 # mount_luns [OPTION...]: mount every LUN of the target with the options; the daemon logs to $work/daemon.log.
 mount_luns() {
 	if timeout -k 10 120 "$iserfuse" -o initiator_name=iqn.2026-11.org.example:truncate \
 		-o log_level=debug -o "log_file=$work/daemon.log" "$@" "$TGT_URL" "$mnt" \
 		>"$work/mount.out" 2>"$work/mount.err" </dev/null && is_mounted "$mnt"; then
-		daemon_pid=$(pgrep -nf -- "$iserfuse .*$mnt" || true)
 		pass "mount $* $TGT_URL"
 		return 0
 	fi
@@ -247,12 +223,6 @@ if mount_luns -o writeback; then
 	fi
 fi
 
-reports=$(find "$work" -maxdepth 1 -name 'sanitizer.*' | sort)
-if [[ -z $reports ]]; then
-	pass "no sanitizer reports from the daemon"
-else
-	fail "no sanitizer reports from the daemon"
-	for r in $reports; do note "$r"; done
-fi
+sanitizer_check "$work"
 
 summary
