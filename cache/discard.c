@@ -6,6 +6,7 @@
 #include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "../initiator/log.h"
 #include "../initiator/scsi.h"
@@ -22,6 +23,8 @@
  * trip per block; past it the walk reports data (discard.h).
  */
 #define SEEK_ROUNDS_MAX 64u
+/* A long punch or zero range logs how far it got, at most this often (ms). */
+#define PROGRESS_MS 5000u
 
 void discard_caps_from_info(struct discard_caps *c, const struct iscsi_lun_info *info)
 {
@@ -107,9 +110,31 @@ struct disc_op {
 	atomic_int parts;           /* middle chain + edge writes + the starter's hold */
 	atomic_int err;
 	uint64_t len;
+	const char *what;           /* the progress lines' name of the operation */
+	uint64_t a0;                /* first whole block, for the progress lines */
+	uint64_t t0_ms, logged_ms;  /* start, last progress line (CLOCK_MONOTONIC); logged_ms 0: none yet */
 	blk_done_fn cb;
 	void *arg;
 };
+
+static uint64_t now_ms(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000u + (uint64_t)ts.tv_nsec / 1000000u;
+}
+
+/* Every PROGRESS_MS of the middle part: one line saying how many MiB of it are done. */
+static void progress(struct disc_op *op)
+{
+	uint64_t t = now_ms();
+	if (t - (op->logged_ms ? op->logged_ms : op->t0_ms) < PROGRESS_MS)
+		return;
+	op->logged_ms = t;
+	log_info("lun%u: %s: %llu of %llu MiB", op->d->lun, op->what,
+		 (unsigned long long)((op->lba - op->a0) * op->d->bs >> 20),
+		 (unsigned long long)((op->end - op->a0) * op->d->bs >> 20));
+}
 
 static void op_put(struct disc_op *op)
 {
@@ -140,19 +165,22 @@ static void edge_done(void *arg, int err, const void *data, size_t len)
 
 static void mid_done(void *arg, const struct iscsi_cmd_result *res);
 
-static void mid_finish(struct disc_op *op, int err)
-{
-	if (err)
-		op_fail(op, err);
-	buf_pool_put(op->d->pool, op->slice);
-	op->slice = NULL;
-	op_put(op);
-}
-
 static const char *method_name(enum discard_method m)
 {
 	static const char *const names[] = {"UNMAP", "WRITE SAME(16) with UNMAP", "WRITE SAME(16)", "WRITE of zeroes"};
 	return names[m];
+}
+
+static void mid_finish(struct disc_op *op, int err)
+{
+	if (err)
+		op_fail(op, err);
+	/* one that took long enough to say how far it got says how it ended */
+	log_msg(op->logged_ms ? LOG_LVL_INFO : LOG_LVL_DEBUG, "lun%u: %s: %s after %llu ms, last by %s", op->d->lun,
+		op->what, err ? strerror(-err) : "done", (unsigned long long)(now_ms() - op->t0_ms), method_name(op->m));
+	buf_pool_put(op->d->pool, op->slice);
+	op->slice = NULL;
+	op_put(op);
 }
 
 static void mid_prepare_payload(struct disc_op *op)
@@ -248,6 +276,7 @@ static void mid_done(void *arg, const struct iscsi_cmd_result *res)
 	op->retries = 0;
 	op->lba += op->cur;
 	if (op->lba < op->end) {
+		progress(op);
 		mid_submit(op);
 		return;
 	}
@@ -270,7 +299,7 @@ static void zero_edge(struct disc_op *op, uint64_t off, size_t len)
 }
 
 int blk_discard(struct blk_dev *d, const struct discard_caps *c, uint64_t off, uint64_t len, bool punch,
-		blk_done_fn cb, void *arg)
+		const char *what, blk_done_fn cb, void *arg)
 {
 	if (len == 0 || off >= blk_dev_size(d) || len > blk_dev_size(d) - off)
 		return -EINVAL;
@@ -282,6 +311,8 @@ int blk_discard(struct blk_dev *d, const struct discard_caps *c, uint64_t off, u
 	op->d = d;
 	op->caps = *c;
 	op->len = len;
+	op->what = what ? what : punch ? "punch" : "zero range";
+	op->t0_ms = now_ms();
 	op->cb = cb;
 	op->arg = arg;
 	atomic_init(&op->parts, 1);
@@ -301,11 +332,11 @@ int blk_discard(struct blk_dev *d, const struct discard_caps *c, uint64_t off, u
 		uint32_t wb = (uint32_t)((ss / bs) < d->max_xfer_blocks ? ss / bs : d->max_xfer_blocks);
 		op->write_blocks = wb ? wb : 1;
 		op->slice = buf_pool_get(d->pool, NULL);
-		op->lba = a0;
+		op->lba = op->a0 = a0;
 		op->end = a1;
 		op->m = discard_first_method(c, punch);
 		atomic_fetch_add(&op->parts, 1);
-		log_debug("%s of blocks %llu..%llu by %s", punch ? "punch" : "zero", (unsigned long long)a0,
+		log_debug("lun%u: %s of blocks %llu..%llu by %s", d->lun, op->what, (unsigned long long)a0,
 			  (unsigned long long)a1 - 1, method_name(op->m));
 		mid_prepare_payload(op);
 		mid_submit(op);

@@ -60,12 +60,17 @@ uint32_t discard_chunk(const struct discard_caps *c, enum discard_method m, uint
 
 /*
  * Deallocate (punch) or zero len bytes at byte offset off (off + len <=
- * d->size, len > 0): afterwards the range reads as zeroes.  Waits for
- * pool slices on the caller's thread.  cb gets err 0 or a negative errno,
- * data NULL and len.  Returns 0 (cb will be called once) or -EINVAL.
+ * d->size, len > 0): afterwards the range reads as zeroes.  The whole
+ * blocks go in commands of discard_chunk blocks, one after the other; one
+ * that takes longer than 5 s logs a line "lun<N>: <what>: X of Y MiB"
+ * (info level) every 5 s and one when it ends.  what: a static string
+ * naming the operation in the log, NULL for "punch" or "zero range".
+ * Waits for pool slices on the caller's thread.  cb gets err 0 or a
+ * negative errno, data NULL and len.  Returns 0 (cb will be called once)
+ * or -EINVAL.
  */
 int blk_discard(struct blk_dev *d, const struct discard_caps *c, uint64_t off, uint64_t len, bool punch,
-		blk_done_fn cb, void *arg);
+		const char *what, blk_done_fn cb, void *arg);
 
 /* Seek callback: err 0 with the resulting byte offset, or a negative errno (-ENXIO: no data after off). */
 typedef void (*blk_seek_fn)(void *arg, int err, uint64_t result);

@@ -25,6 +25,13 @@ static void gw_init(void *userdata, struct fuse_conn_info *conn)
 	conn->max_background = 128;
 	conn->congestion_threshold = 96;
 	/*
+	 * open(2) with O_TRUNC reaches us as a SETATTR of the size (after the
+	 * OPEN, without O_TRUNC in its flags), which zeroes the LUN
+	 * (fs_attr.c), instead of an O_TRUNC in the OPEN's flags
+	 * (libfuse would negotiate that by default).
+	 */
+	conn->want &= ~(unsigned)FUSE_CAP_ATOMIC_O_TRUNC;
+	/*
 	 * The FUSE readers read each request straight into a pool slice
 	 * (fuse_rx.h) over either transport: an aligned write's data is sent
 	 * from there, no copy.  Splice only matters for what reads into

@@ -10,6 +10,7 @@
 #include <fcntl.h>
 #include <pthread.h>
 #include <stdatomic.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
 #include <time.h>
@@ -169,20 +170,46 @@ static void apply_set(fuse_req_t req, struct gw_lun *l, const struct stat *attr,
 	l->ctime = now;
 }
 
+/* A truncation in flight: the request and what its reply needs. */
+struct trunc_req {
+	fuse_req_t req;
+	fuse_ino_t ino;
+	off_t size;
+};
+
 /*
- * A block device keeps its size: truncating to any size up to the
- * capacity succeeds and changes nothing (so qemu-img can create an image on
- * the LUN); beyond it is EFBIG.  A LUN file's mode, owner and times are
- * kept for the life of the mount (getattr returns them); those of the
- * directory, by-id/ and .stats cannot be changed (EPERM).  A read-only
- * mount changes nothing (EROFS).
+ * route_truncate's answer.  The reply gives the size asked for, valid for
+ * no time: a size other than the kernel's makes it drop the file's pages
+ * (else it would keep serving the bytes just zeroed from its page cache),
+ * and its next getattr, at once, gets the capacity back.
+ */
+void gw_truncate_reply(void *arg, int err)
+{
+	struct trunc_req *t = arg;
+	struct stat st;
+	if (err) {
+		fuse_reply_err(t->req, err);
+	} else {
+		gw_fill_attr(gw_of(t->req), t->ino, &st);
+		st.st_size = t->size;
+		fuse_reply_attr(t->req, &st, 0.0);
+	}
+	free(t);
+}
+
+/*
+ * A LUN keeps its size: truncating to a size below the capacity zeroes
+ * everything from there to the end (route_truncate) and answers once that
+ * is done, to the capacity changes nothing, beyond it is EFBIG.  A LUN
+ * file's mode, owner and times are kept for the life of the mount
+ * (getattr returns them); those of the directory, by-id/ and .stats cannot
+ * be changed (EPERM).  A read-only mount changes nothing (EROFS).
  */
 void gw_setattr(fuse_req_t req, fuse_ino_t ino, struct stat *attr, int to_set, struct fuse_file_info *fi)
 {
 	struct gw *g = gw_of(req);
 	struct gw_lun *l = gw_lun_by_ino(g, ino);
 	struct stat st;
-	(void)fi;
 	if (gw_extra_attr(g, ino, &st)) {
 		if (to_set & FUSE_SET_ATTR_SIZE)
 			fuse_reply_err(req, ino == GW_STATS_INO ? EACCES : EISDIR);
@@ -209,6 +236,16 @@ void gw_setattr(fuse_req_t req, fuse_ino_t ino, struct stat *attr, int to_set, s
 			fuse_reply_err(req, EFBIG);
 			return;
 		}
+		/*
+		 * truncate(2) by name needs write permission (the kernel checks
+		 * it too, default_permissions); ftruncate and O_TRUNC come with
+		 * a descriptor opened for writing.
+		 */
+		gw_fill_attr(g, ino, &st);
+		if (!fi && !gw_caller_may(req, &st, W_OK)) {
+			fuse_reply_err(req, EACCES);
+			return;
+		}
 	}
 	if (to_set & SET_ATTRS) {
 		if (g->ro || !l) {
@@ -225,6 +262,19 @@ void gw_setattr(fuse_req_t req, fuse_ino_t ino, struct stat *attr, int to_set, s
 			fuse_reply_err(req, err);
 			return;
 		}
+	}
+	if ((to_set & FUSE_SET_ATTR_SIZE) && (uint64_t)attr->st_size < blk_dev_size(&l->dev)) {
+		struct trunc_req *t = malloc(sizeof(*t));
+		int err = t ? 0 : ENOMEM;
+		if (t) {
+			*t = (struct trunc_req){.req = req, .ino = ino, .size = attr->st_size};
+			err = route_truncate(l, attr->st_size, t);
+		}
+		if (err) {
+			free(t);
+			fuse_reply_err(req, err);
+		}
+		return;
 	}
 	gw_fill_attr(g, ino, &st);
 	fuse_reply_attr(req, &st, ATTR_TIMEOUT);

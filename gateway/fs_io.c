@@ -53,6 +53,7 @@ const struct route_sink gw_io_sink = {
 	.write_done = reply_write,
 	.status_done = reply_status,
 	.seek_done = reply_seek,
+	.truncate_done = gw_truncate_reply,
 };
 
 /* The open file's struct gw_file (NULL without the block cache). */

@@ -45,6 +45,8 @@ bool gw_caller_may(fuse_req_t req, const struct stat *st, int want);
 void gw_getattr(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi);
 void gw_setattr(fuse_req_t req, fuse_ino_t ino, struct stat *attr, int to_set, struct fuse_file_info *fi);
 void gw_access(fuse_req_t req, fuse_ino_t ino, int mask);
+/* route.c's answer to a truncation setattr started (arg its context, freed here; reply sent). */
+void gw_truncate_reply(void *arg, int err);
 
 /* ---- fs_io.c: the handlers of route.c's operations (reply sent, now or on completion) ---- */
 

@@ -148,6 +148,7 @@ struct cache_write_ctx {
 	void *arg;
 	struct bcache_dev *cdev;
 	struct bcache_write *w;
+	blk_done_fn done; /* a punch's or zero range's answer (discard) */
 };
 
 /* The contexts of route_ctx_setup; NULL: malloc'd (unit tests, before the mount). */
@@ -308,19 +309,32 @@ void route_write_submit(struct gw_lun *l, struct gw_file *f, struct blk_req *r, 
 	B()->blk_write_submit(r, write_done, arg);
 }
 
+/* A status alone (discard, zero range, sync) for the sink. */
+static void status_done(void *arg, int err, const void *data, size_t len)
+{
+	(void)data;
+	(void)len;
+	S()->status_done(arg, route_errno(err));
+}
+
 static void discard_done(void *arg, int err, const void *data, size_t len)
 {
 	struct cache_write_ctx *dc = arg;
-	(void)data;
-	(void)len;
+	blk_done_fn done = dc->done;
+	void *done_arg = dc->arg;
 	if (dc->cdev)
 		B()->bcache_write_end(dc->cdev, dc->w, err);
-	S()->status_done(dc->arg, route_errno(err));
 	ctx_put(dc);
+	done(done_arg, err, data, len);
 }
 
-/* Punch (deallocate) or zero [start, end) of l, within the LUN; the cached blocks of the range become zeroes. */
-static int discard(struct gw_lun *l, uint64_t start, uint64_t end, bool punch, void *arg)
+/*
+ * Punch (deallocate) or zero [start, end) of l, within the LUN; the cached
+ * blocks of the range become zeroes.  what names it in the log (NULL:
+ * blk_discard's default); done gets the negative errno.
+ */
+static int discard(struct gw_lun *l, uint64_t start, uint64_t end, bool punch, const char *what, blk_done_fn done,
+		   void *arg)
 {
 	struct discard_caps caps;
 	discard_caps_from_info(&caps, &l->info);
@@ -328,10 +342,10 @@ static int discard(struct gw_lun *l, uint64_t start, uint64_t end, bool punch, v
 	if (!dc)
 		return ENOMEM;
 	stamp_write(l); /* the range's bytes change: mtime and ctime move */
-	*dc = (struct cache_write_ctx){.arg = arg, .cdev = l->cdev};
+	*dc = (struct cache_write_ctx){.arg = arg, .cdev = l->cdev, .done = done};
 	if (dc->cdev) /* cached blocks of the range become zeroes, as the LUN's will */
 		dc->w = B()->bcache_write_begin(dc->cdev, start, end - start, NULL);
-	int rc = B()->blk_discard(&l->dev, &caps, start, end - start, punch, discard_done, dc);
+	int rc = B()->blk_discard(&l->dev, &caps, start, end - start, punch, what, discard_done, dc);
 	if (rc) {
 		if (dc->cdev)
 			B()->bcache_write_end(dc->cdev, dc->w, rc);
@@ -360,7 +374,32 @@ int route_fallocate(struct gw_lun *l, int mode, int64_t off, int64_t len, void *
 		S()->status_done(arg, 0); /* the blocks already exist, or nothing of the LUN is in the range */
 		return 0;
 	}
-	return discard(l, start, end > size ? size : end, punch, arg);
+	return discard(l, start, end > size ? size : end, punch, NULL, status_done, arg);
+}
+
+/* A truncation's zeroing ended: whatever failed, the tool sees an I/O error (or no space, or a write-protected LUN). */
+static void truncate_done(void *arg, int err, const void *data, size_t len)
+{
+	int e = route_errno(err);
+	(void)data;
+	(void)len;
+	S()->truncate_done(arg, e == 0 || e == ENOSPC || e == EROFS ? e : EIO);
+}
+
+int route_truncate(struct gw_lun *l, int64_t size, void *arg)
+{
+	if (gw_lun_gone(l))
+		return ENODEV;
+	if (gw_lun_ro(l))
+		return EROFS;
+	uint64_t cap = blk_dev_size(&l->dev);
+	if (size < 0 || (uint64_t)size > cap)
+		return EFBIG;
+	if ((uint64_t)size == cap) {
+		S()->truncate_done(arg, 0);
+		return 0;
+	}
+	return discard(l, (uint64_t)size, cap, true, "zeroing after truncate", truncate_done, arg);
 }
 
 /* ---- SEEK_DATA / SEEK_HOLE ---- */
@@ -406,13 +445,6 @@ int route_seek(struct gw_lun *l, int64_t off, int whence, void *arg)
 
 /* ---- sync ---- */
 
-static void sync_done(void *arg, int err, const void *data, size_t len)
-{
-	(void)data;
-	(void)len;
-	S()->status_done(arg, route_errno(err));
-}
-
 int gw_lun_sync(struct gw_lun *l, blk_done_fn cb, void *arg)
 {
 	return l->cdev ? B()->bcache_flush(l->cdev, cb, arg) : B()->blk_sync(&l->dev, cb, arg);
@@ -426,7 +458,7 @@ int route_sync(struct gw_lun *l, void *arg)
 		S()->status_done(arg, 0);
 		return 0;
 	}
-	int rc = gw_lun_sync(l, sync_done, arg);
+	int rc = gw_lun_sync(l, status_done, arg);
 	return rc ? route_errno(rc) : 0;
 }
 

@@ -45,6 +45,8 @@ struct route_sink {
 	void (*status_done)(void *arg, int err);
 	/* SEEK_DATA / SEEK_HOLE: the byte offset found. */
 	void (*seek_done)(void *arg, int err, uint64_t off);
+	/* A truncation (route_truncate): done, with what it cut reading as zeroes. */
+	void (*truncate_done)(void *arg, int err);
 };
 
 /* The cache and block I/O calls route makes; same contracts as in cache/. */
@@ -56,7 +58,7 @@ struct route_backend {
 	void (*blk_write_cancel)(struct blk_req *r);
 	int (*blk_sync)(struct blk_dev *d, blk_done_fn cb, void *arg);
 	int (*blk_discard)(struct blk_dev *d, const struct discard_caps *c, uint64_t off, uint64_t len, bool punch,
-			   blk_done_fn cb, void *arg);
+			   const char *what, blk_done_fn cb, void *arg);
 	int (*blk_seek)(struct blk_dev *d, const struct discard_caps *c, uint64_t off, bool hole, blk_seek_fn cb,
 			void *arg);
 	struct seek_op *(*blk_seek_prepare)(struct blk_dev *d, const struct discard_caps *c, uint64_t off, bool hole,
@@ -174,6 +176,23 @@ void route_write_cancel(struct blk_req *r);
  * or a submission error through route_errno.
  */
 int route_fallocate(struct gw_lun *l, int mode, int64_t off, int64_t len, void *arg);
+
+/*
+ * truncate(2) / ftruncate(2) / open(2) with O_TRUNC of l to size bytes:
+ * a LUN keeps its capacity, so truncating zeroes what it cuts, bytes
+ * [size, capacity), as on a regular file that is cut and grown back:
+ * punched as by route_fallocate (UNMAP or WRITE SAME(16) with UNMAP where
+ * the LUN promises zeroes after it, SBC-3 §4.7.3.4, else WRITE SAME(16)
+ * of a zero block, else WRITEs of zeroes; the partial block at an
+ * unaligned size by read-modify-write), the cached blocks of the range
+ * becoming zeroes too; a long one logs its progress (blk_discard).  size
+ * equal to the capacity changes nothing.  Returns 0 (sink->truncate_done
+ * is or was called once, with 0, or EIO for any failure of the zeroing
+ * but ENOSPC and EROFS) or a positive errno without an answer: ENODEV
+ * (gone), EROFS, EFBIG (size < 0 or beyond the capacity), ENOMEM, or a
+ * submission error through route_errno.
+ */
+int route_truncate(struct gw_lun *l, int64_t size, void *arg);
 
 /*
  * lseek(2) SEEK_DATA / SEEK_HOLE (whence) from byte offset off of l: GET

@@ -15,7 +15,8 @@
 # info/convert/compare/map/measure/check, qcow2 created and converted onto
 # a LUN, convert -t none -T none, dd; qemu-io discard reading back zeroes;
 # the fallback to WRITEs of zeroes against tests/malicious/fake_target.py
-# (no WRITE SAME); fallocate refused and lseek working on a -o ro mount;
+# (no WRITE SAME), for a truncation too; fallocate refused and lseek
+# working on a -o ro mount;
 # fsops_names.py: names that cannot be made or removed (EPERM, EROFS on
 # the -o ro mount), mode, owner and times kept, mtime and ctime following
 # writes, punches and zero ranges.
@@ -57,8 +58,7 @@ mnt2=$work/mnt2
 mkdir -p "$mnt" "$mnt2"
 daemon_pid='' daemon2_pid='' fake_pid=''
 # A sanitizer build of the daemon writes its reports here (checked at the end).
-export ASAN_OPTIONS="${ASAN_OPTIONS:+$ASAN_OPTIONS:}log_path=$work/sanitizer"
-export UBSAN_OPTIONS="${UBSAN_OPTIONS:+$UBSAN_OPTIONS:}log_path=$work/sanitizer"
+sanitizer_logs "$work"
 
 is_mounted() {
 	grep -qF " $1 " /proc/mounts
@@ -320,6 +320,10 @@ for mode, off, n in ((0x03, 1000, 300000), (0x10, 400000, 70000), (0x03, 600 * 5
     if libc.fallocate(fd, mode, off, n) != 0:
         sys.exit("fallocate mode %#x %d+%d: %s" % (mode, off, n, os.strerror(ctypes.get_errno())))
     want[off:off + n] = bytes(n)
+os.ftruncate(fd, 700001)  # zeroes the rest, size kept
+want[700001:] = bytes(len(want) - 700001)
+if os.fstat(fd).st_size != len(want):
+    sys.exit("size after ftruncate: %d" % os.fstat(fd).st_size)
 got = os.pread(fd, len(want) + 1, 0)
 if got != bytes(want):
     sys.exit("content differs at byte %d" % next(i for i in range(len(want)) if got[i] != want[i]))
@@ -328,9 +332,9 @@ if seeks != (5000, len(want)):
     sys.exit("SEEK_DATA/SEEK_HOLE from 5000: %s, want all data" % (seeks,))
 PY
 	); then
-		pass "no WRITE SAME, no LBP: punch and zero range write zeroes (unaligned too), all data for lseek"
+		pass "no WRITE SAME, no LBP: punch, zero range and truncate write zeroes (unaligned too), all data for lseek"
 	else
-		fail "no WRITE SAME, no LBP: punch and zero range write zeroes (unaligned too), all data for lseek"
+		fail "no WRITE SAME, no LBP: punch, zero range and truncate write zeroes (unaligned too), all data for lseek"
 		echo "#   $out"
 	fi
 	fusermount3 -u "$mnt2" 2>/dev/null || true
@@ -427,12 +431,6 @@ else
 	note "$work/mount.err"
 fi
 
-reports=$(find "$work" -maxdepth 1 -name 'sanitizer.*' | sort)
-if [[ -z $reports ]]; then
-	pass "no sanitizer reports from the daemon"
-else
-	fail "no sanitizer reports from the daemon"
-	for r in $reports; do note "$r"; done
-fi
+sanitizer_check "$work"
 
 summary

@@ -107,9 +107,9 @@ static int s_blk_sync(struct blk_dev *d, blk_done_fn cb, void *arg)
 }
 
 static int s_blk_discard(struct blk_dev *d, const struct discard_caps *c, uint64_t off, uint64_t len, bool punch,
-			 blk_done_fn cb, void *arg)
+			 const char *what, blk_done_fn cb, void *arg)
 {
-	(void)d, (void)c;
+	(void)d, (void)c, (void)what;
 	st.calls[C_BLK_DISCARD]++;
 	st.off = off, st.len = len, st.punch = punch, st.done = cb, st.arg = arg;
 	return st.rc;
@@ -217,7 +217,7 @@ static const struct route_backend stub_backend = {
 
 /* ---- the recording sink ---- */
 
-enum answer { A_NONE, A_READ, A_WRITE, A_STATUS, A_SEEK };
+enum answer { A_NONE, A_READ, A_WRITE, A_STATUS, A_SEEK, A_TRUNCATE };
 
 static struct {
 	unsigned count;
@@ -239,8 +239,10 @@ static void k_write(void *arg, int err, size_t len) { ans.count++, ans.kind = A_
 static void k_status(void *arg, int err) { ans.count++, ans.kind = A_STATUS, ans.err = err, ans.arg = arg; }
 static void k_seek(void *arg, int err, uint64_t off) { ans.count++, ans.kind = A_SEEK, ans.err = err, ans.off = off, ans.arg = arg; }
 
+static void k_truncate(void *arg, int err) { ans.count++, ans.kind = A_TRUNCATE, ans.err = err, ans.arg = arg; }
+
 static const struct route_sink sink = {.read_done = k_read, .write_done = k_write, .status_done = k_status,
-				       .seek_done = k_seek};
+				       .seek_done = k_seek, .truncate_done = k_truncate};
 
 /* ---- fixtures ---- */
 
@@ -427,6 +429,55 @@ Test(route, fallocate_modes_and_ranges)
 	cr_assert_eq(route_fallocate(&lun, FALLOC_FL_ZERO_RANGE, 0, 4096, ARG), 0);
 	cr_assert_not(st.punch);
 	cr_assert_eq(st.calls[C_BLK_DISCARD], 2);
+}
+
+Test(route, truncate_zeroes_what_it_cuts_and_keeps_the_capacity)
+{
+	cr_assert_eq(route_truncate(&lun, LUN_SIZE + 1, ARG), EFBIG);
+	cr_assert_eq(route_truncate(&lun, -1, ARG), EFBIG);
+	cr_assert_eq(backend_calls(), 0);
+	cr_assert_eq(ans.count, 0);
+	/* to the capacity: nothing to zero, answered at once */
+	cr_assert_eq(route_truncate(&lun, LUN_SIZE, ARG), 0);
+	cr_assert_eq(ans.count, 1);
+	cr_assert_eq(ans.kind, A_TRUNCATE);
+	cr_assert_eq(ans.err, 0);
+	cr_assert_eq(backend_calls(), 0);
+	/* below it: [size, capacity) punched (zeroes where deallocating does not promise them), unaligned too */
+	with_cache();
+	cr_assert_eq(route_truncate(&lun, 1000, ARG), 0);
+	cr_assert_eq(ans.count, 1); /* not before the zeroing is done */
+	cr_assert_eq(st.calls[C_BLK_DISCARD], 1);
+	cr_assert_eq(st.off, 1000);
+	cr_assert_eq(st.len, LUN_SIZE - 1000);
+	cr_assert(st.punch);
+	cr_assert_eq(st.calls[C_BCACHE_WRITE_BEGIN], 1); /* the cached blocks of the range become zeroes */
+	cr_assert_neq(atomic_load(&lun.write_ns), 0);
+	st.done(st.arg, 0, NULL, LUN_SIZE - 1000);
+	cr_assert_eq(ans.count, 2);
+	cr_assert_eq(ans.kind, A_TRUNCATE);
+	cr_assert_eq(ans.err, 0);
+	cr_assert_eq(ans.arg, ARG);
+	cr_assert_eq(st.calls[C_BCACHE_WRITE_END], 1);
+	/* any failure of the zeroing is an error the tool reports: EIO, never success */
+	cr_assert_eq(route_truncate(&lun, 0, ARG), 0);
+	cr_assert_eq(st.off, 0);
+	cr_assert_eq(st.len, LUN_SIZE);
+	st.done(st.arg, -EINVAL, NULL, 0);
+	cr_assert_eq(ans.err, EIO);
+	cr_assert_eq(route_truncate(&lun, 0, ARG), 0);
+	st.done(st.arg, -ECONNRESET, NULL, 0);
+	cr_assert_eq(ans.err, EIO);
+	cr_assert_eq(route_truncate(&lun, 0, ARG), 0);
+	st.done(st.arg, -ENOSPC, NULL, 0);
+	cr_assert_eq(ans.err, ENOSPC);
+	/* read-only and gone */
+	atomic_store(&lun.ro, true);
+	cr_assert_eq(route_truncate(&lun, 0, ARG), EROFS);
+	atomic_store(&lun.gone, true);
+	cr_assert_eq(route_truncate(&lun, 0, ARG), ENODEV);
+	cr_assert_eq(st.calls[C_BLK_DISCARD], 4);
+	cr_assert_eq(ans.count, 5);
 }
 
 Test(route, seek_checks)
