@@ -372,7 +372,8 @@ static void *path_thread(void *arg)
 	struct gw_paths *P = g->paths;
 	iscsi_cancel_bind(P->cancel_fd);
 	struct pending w[PORTALS_MAX + 1] = {{.left = P->sessions - 1}}; /* [0]: the URL's portal, path 0 open */
-	w[0].have_addr = !iscsi_portal_addr_resolve(P->sc.host, P->sc.port, &w[0].addr);
+	if (P->nportals || P->discover) /* something to compare it with */
+		w[0].have_addr = !iscsi_portal_addr_resolve(P->sc.host, P->sc.port, &w[0].addr);
 	for (size_t i = 0; i < P->nportals && !stopping(P); i++) {
 		struct pending *q = &w[1 + i];
 		q->have_addr = !iscsi_portal_addr_resolve(P->portals[i].host, P->portals[i].port, &q->addr);

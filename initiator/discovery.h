@@ -109,7 +109,8 @@ int iscsi_portal_parse(const char *value, struct iscsi_portal *out);
 void iscsi_portal_format(const struct iscsi_portal *p, char *out, size_t cap);
 
 /*
- * The portals target t reports for itself (its TargetAddress entries), as
+ * The portals target t reports for itself (its TargetAddress entries,
+ * RFC 7143 §13.8), as
  * the daemon may use them: only numeric addresses (iscsi_portal_addr_numeric:
  * no name a target sends is ever looked up), each host rewritten in its
  * one numeric spelling (127.1, 0x7f000001 and [::ffff:127.0.0.1] all

@@ -69,6 +69,12 @@ suite_teardown() {
 }
 
 ip link set lo up || die "loopback up in the namespace"
+# This mount namespace began with a copy of every mount, other runs' FUSE
+# mounts and network namespace files among them: detach the copies, so that
+# their owners' unmount and ip netns del are not held up by this namespace.
+awk '$3 ~ /^fuse/ || $3 == "nsfs" {print $2}' /proc/self/mounts | while read -r m; do
+	umount -l "$m" 2>/dev/null || true
+done
 
 # The DNS trap: every datagram to 127.0.0.1:53 counted in $work/dns, none answered.
 printf 'nameserver 127.0.0.1\noptions timeout:1 attempts:1\n' >"$work/resolv.conf"
