@@ -58,11 +58,11 @@ die() {
 
 suite_scratch mpath-reported
 tpid=''
-dpid=''
+daemon=''
 npid=''
 suite_teardown() {
 	force_unmount "$work/mnt"
-	[[ -n $dpid ]] && kill -KILL "$dpid" 2>/dev/null
+	[[ -n $daemon ]] && kill -KILL "$daemon" 2>/dev/null
 	[[ -n $tpid ]] && _targets_kill "$tpid" 5
 	[[ -n $npid ]] && _targets_kill "$npid" 2
 	return 0
@@ -120,15 +120,10 @@ mount_lun() {
 	mkdir -p "$work/mnt"
 	"$iserfuse" -f -o "cache_size=0,log_level=debug,$1" "iscsi://127.0.0.1:$port/$iqn/1" "$work/mnt" \
 		>"$work/daemon.log" 2>&1 &
-	dpid=$!
-	wait_lun "$work/mnt" 100 "$dpid" || die "mount with $1"
+	daemon=$!
+	wait_lun "$work/mnt" 100 "$daemon" || die "mount with $1"
 }
 
-unmount_lun() {
-	fusermount3 -u "$work/mnt"
-	wait_exit "$dpid" 100 || fail "daemon still running after the unmount"
-	dpid=''
-}
 
 # ---- 1. default options
 c1=$(conns "$port") c2=$(conns "$port2")
@@ -139,7 +134,7 @@ check_eq "default: one connection to the URL's portal (no discovery, spellings o
 	"$(($(conns "$port") - c1))" 1
 check_eq "default: no connection to the portal only the target reported" "$(($(conns "$port2") - c2))" 0
 check_eq "default: no DNS query" "$(<"$work/dns")" 0
-unmount_lun
+unmount_check
 
 # ---- 2. discover_portals=on
 c1=$(conns "$port") c2=$(conns "$port2")
@@ -158,7 +153,7 @@ check_eq "discover_portals=on: one connection to the second portal" "$(($(conns 
 check_eq "discover_portals=on: the host name the target sent is skipped" \
 	"$(grep -c "portal $name:$port2, not a numeric address: skipped" "$work/daemon.log" || true)" 1
 check_eq "discover_portals=on: no DNS query" "$(<"$work/dns")" 0
-unmount_lun
+unmount_check
 
 # ---- 3. --list
 list() {
@@ -181,5 +176,6 @@ check_eq "--list -o discover_portals=on: both portals with their LUN" \
 	"$(printf '%s\n' "  Portal: 127.0.0.1:$port,1" "  Lun 1: type disk, FAKE MALICIOUS DISK" \
 		"  Portal: 127.0.0.1:$port2,2" "  Lun 1: type disk, FAKE MALICIOUS DISK")"
 check_eq "--list: no DNS query" "$(<"$work/dns")" 0
+check_eq "--list: no sanitizer report" "$(grep -cE 'AddressSanitizer|LeakSanitizer|runtime error' "$work/err" || true)" 0
 
 summary
