@@ -109,7 +109,9 @@ python3 "$target_py" --port "$port" --port2 "$port2" --alua "$work/states" \
 	--report "127.0.0.1:$port2,2" --report "127.1:$port,1" --report "0x7f000001:$port,1" \
 	--report "[::ffff:127.0.0.1]:$port,1" --report "$name:$port2,2" >"$work/target.log" 2>&1 </dev/null &
 tpid=$!
-_targets_wait_listen "$tpid" "$port" 10 && _targets_wait_listen "$tpid" "$port2" 5 || die "fake target did not start"
+if ! _targets_wait_listen "$tpid" "$port" 10 || ! _targets_wait_listen "$tpid" "$port2" 5; then
+	die "fake target did not start"
+fi
 
 # conns PORT: connections the target accepted on PORT so far
 conns() { grep -c "connection on port $1\$" "$work/target.log" || true; }
