@@ -76,6 +76,14 @@ Test(settings, defaults, .init = cr_redirect_stderr, .fini = drop_conf)
 	cr_assert_eq(load(&o, "discover_portals=on"), 0);
 	cr_expect(gw_settings_discover_portals(&o));
 	gw_settings_free(&o);
+	drop_conf();
+	write_conf("options = discover_portals=on\n"); /* from the configuration file too; the command line wins */
+	cr_assert_eq(load(&o, NULL), 0);
+	cr_expect(gw_settings_discover_portals(&o));
+	gw_settings_free(&o);
+	cr_assert_eq(load(&o, "discover_portals=off"), 0);
+	cr_expect_not(gw_settings_discover_portals(&o));
+	gw_settings_free(&o);
 }
 
 /* One address is one portal however it is spelt: inet_aton's forms, IPv4-mapped IPv6. */
