@@ -257,8 +257,12 @@ void gw_initiator_name_or_warn(char *out, size_t cap);
 
 /*
  * iserfuse --list URL (list.c): SendTargets discovery on the URL's portal
- * (RFC 7143 Appendix C), then a session per target and portal, REPORT LUNS
- * and a probe of each LUN, printed to stdout.  initiator_name may be NULL
+ * (RFC 7143 Appendix C), then per target a session through the URL's
+ * portal, REPORT LUNS and a probe of each LUN, printed to stdout, and the
+ * other portals the target reports (numeric addresses only,
+ * iscsi_disc_portals) each on a line marked as not used; with
+ * discover_portals (-o discover_portals=on) a session through each of those
+ * instead, as a mount would use them.  initiator_name may be NULL
  * (the kept default); login_timeout_s 0 means ISCSI_LOGIN_TIMEOUT_DEFAULT_S.  Returns the exit
  * status: 0 once discovery worked (a target whose login fails gets an
  * "Error:" line), 1 for a bad URL, an unreachable portal or a failed
@@ -267,7 +271,8 @@ void gw_initiator_name_or_warn(char *out, size_t cap);
  * environment, as for a mount (gw_creds_load), and serve the discovery
  * session and every target's session.
  */
-int gw_list(const char *url, const char *initiator_name, unsigned login_timeout_s, const char *secret_file);
+int gw_list(const char *url, const char *initiator_name, unsigned login_timeout_s, const char *secret_file,
+	    bool discover_portals);
 
 /* iserfuse --version (version.c): ours, libfuse's, libibverbs' at build and run time, to f. */
 void gw_print_version(FILE *f);

@@ -2,9 +2,11 @@
 /*
  * iserfuse --list iscsi://host[:port][/target-iqn[/lun]]
  *
- * SendTargets discovery on the portal, then for every target and every
- * portal it names: a normal session, REPORT LUNS, a probe of each LUN, one
- * block of text on stdout.  Nothing is mounted; no FUSE session is made.
+ * SendTargets discovery on the portal, then for every target: a normal
+ * session through the URL's portal (with -o discover_portals=on through
+ * every portal the target names instead), REPORT LUNS, a probe of each LUN,
+ * one block of text on stdout, and the portals a mount would not use
+ * marked so.  Nothing is mounted; no FUSE session is made.
  */
 #include <errno.h>
 #include <signal.h>
@@ -237,7 +239,40 @@ static void list_portal(const char *target, const struct iscsi_portal *portal, c
 	fflush(stdout);
 }
 
-int gw_list(const char *url_text, const char *initiator_name_opt, unsigned login_timeout_s, const char *secret_file)
+/*
+ * The portals of target t: with discover_portals every one it reports
+ * (iscsi_disc_portals: numeric addresses only), else the URL's (mine; the
+ * tag of the reported entry at its address) and the others each on a
+ * line saying they are not used.  None reported: the URL's.
+ */
+static void list_target(const struct iscsi_disc_target *t, const struct iscsi_portal *mine,
+			const struct iscsi_portal_addr *mine_addr, bool discover_portals, const char *initiator_name,
+			const struct iscsi_chap_creds *creds, int timeout_ms, struct buf_pool *pool)
+{
+	struct iscsi_portal rep[ISCSI_DISC_MAX_PORTALS];
+	struct iscsi_portal_addr addrs[ISCSI_DISC_MAX_PORTALS];
+	size_t n = iscsi_disc_portals(t, rep, addrs, ISCSI_DISC_MAX_PORTALS);
+	if (discover_portals && n) {
+		for (size_t j = 0; j < n; j++)
+			list_portal(t->name, &rep[j], initiator_name, creds, timeout_ms, pool);
+		return;
+	}
+	struct iscsi_portal url = *mine;
+	for (size_t j = 0; j < n && mine_addr; j++)
+		if (iscsi_portal_addr_same(&addrs[j], mine_addr) && url.tpgt < 0)
+			url.tpgt = rep[j].tpgt;
+	list_portal(t->name, &url, initiator_name, creds, timeout_ms, pool);
+	for (size_t j = 0; j < n; j++) {
+		char where[ISCSI_URL_HOST_MAX + 32];
+		if (mine_addr && iscsi_portal_addr_same(&addrs[j], mine_addr))
+			continue;
+		iscsi_portal_format(&rep[j], where, sizeof(where));
+		out("  Portal: %s (reported by the target; not used: discover_portals=off)\n", where);
+	}
+}
+
+int gw_list(const char *url_text, const char *initiator_name_opt, unsigned login_timeout_s, const char *secret_file,
+	    bool discover_portals)
 {
 	struct iscsi_url url = {0};
 	struct iscsi_discovery_config dc = {.transport = &iscsi_tcp_transport};
@@ -306,8 +341,14 @@ int gw_list(const char *url_text, const char *initiator_name_opt, unsigned login
 		fprintf(stderr, "iserfuse: %s\n", err[0] ? err : strerror(-drc));
 		goto out;
 	}
-	struct iscsi_portal fallback = {.port = url.port, .tpgt = -1, .ipv6 = strchr(url.host, ':') != NULL};
-	snprintf(fallback.host, sizeof(fallback.host), "%s", url.host);
+	struct iscsi_portal mine = {.port = url.port, .tpgt = -1, .ipv6 = strchr(url.host, ':') != NULL};
+	struct iscsi_portal_addr mine_addr;
+	bool have_addr = true;
+	snprintf(mine.host, sizeof(mine.host), "%s", url.host);
+	if (!iscsi_portal_addr_numeric(url.host, url.port, &mine_addr)) /* one spelling: 127.1 is 127.0.0.1 */
+		mine.ipv6 = iscsi_portal_addr_host(&mine_addr, mine.host, sizeof(mine.host));
+	else /* a name the user gave */
+		have_addr = !iscsi_portal_addr_resolve(url.host, url.port, &mine_addr);
 	size_t shown = 0;
 	for (size_t i = 0; i < list.ntargets; i++) {
 		const struct iscsi_disc_target *t = &list.targets[i];
@@ -317,10 +358,8 @@ int gw_list(const char *url_text, const char *initiator_name_opt, unsigned login
 		out("Target: %s\n", t->name);
 		snprintf(progress_target, sizeof(progress_target), "[%zu/%zu] %s", i + 1, list.ntargets, t->name);
 		fflush(stdout);
-		if (t->nportals == 0)
-			list_portal(t->name, &fallback, dc.initiator_name, &creds, timeout_ms, pool);
-		for (size_t j = 0; j < t->nportals; j++)
-			list_portal(t->name, &t->portals[j], dc.initiator_name, &creds, timeout_ms, pool);
+		list_target(t, &mine, have_addr ? &mine_addr : NULL, discover_portals, dc.initiator_name, &creds,
+			    timeout_ms, pool);
 	}
 	if (url.target[0] && shown == 0) {
 		progress_clear();

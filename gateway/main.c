@@ -224,7 +224,8 @@ static int mount_settings(struct mount *m, int argc, char **argv)
 			return 1;
 		}
 		return gw_list(m->o.url, m->o.str[GW_OPT_INITIATOR_NAME],
-			       (unsigned)gw_settings_num(&m->o, GW_OPT_LOGIN_TIMEOUT), m->o.str[GW_OPT_SECRET_FILE]);
+			       (unsigned)gw_settings_num(&m->o, GW_OPT_LOGIN_TIMEOUT), m->o.str[GW_OPT_SECRET_FILE],
+			       gw_settings_discover_portals(&m->o));
 	}
 	return -1;
 }

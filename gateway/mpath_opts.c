@@ -1,34 +1,43 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * The multipath options (multipath=, portal=, sessions=, path_selector=):
+ * The multipath options (multipath=, portal=, discover_portals=, sessions=,
+ * path_selector=):
  * their checks and the portal list (see settings.h).  The multipath layer
  * reads them through the accessors; nothing here connects anywhere.
  */
 #include "settings.h"
 
-#include <arpa/inet.h>
 #include <errno.h>
 #include <string.h>
 #include <strings.h>
 
-/*
- * Do a and b name the same host?  Two addresses of one family compare as
- * addresses (::1 and 0::1 are one), anything else as text, ignoring case
- * (host names, RFC 4343).
- */
-static bool same_host(const char *a, const char *b)
-{
-	unsigned char x[16], y[16];
-	if (inet_pton(AF_INET, a, x) == 1 && inet_pton(AF_INET, b, y) == 1)
-		return !memcmp(x, y, 4);
-	if (inet_pton(AF_INET6, a, x) == 1 && inet_pton(AF_INET6, b, y) == 1)
-		return !memcmp(x, y, 16);
-	return !strcasecmp(a, b);
-}
+#include "../initiator/portal_addr.h"
 
+/*
+ * Is p the portal host:port?  Two numeric addresses compare as addresses
+ * (iscsi_portal_addr_numeric: ::1 and 0::1, 127.0.0.1, 127.1 and
+ * ::ffff:127.0.0.1 are one), anything else as text, ignoring case (host
+ * names, RFC 4343; the path thread compares names by what they resolve
+ * to).  Nothing is looked up here.
+ */
 static bool same_portal(const struct gw_portal *p, const char *host, unsigned port)
 {
-	return p->port == port && same_host(p->host, host);
+	struct iscsi_portal_addr a, b;
+	if (p->port != port)
+		return false;
+	if (!iscsi_portal_addr_numeric(p->host, port, &a) && !iscsi_portal_addr_numeric(host, port, &b))
+		return iscsi_portal_addr_same(&a, &b);
+	return !strcasecmp(p->host, host);
+}
+
+/* on or off, else one line into err. */
+static int on_off(const char *key, const char *val, char *err, size_t cap)
+{
+	if (strcmp(val, "on") && strcmp(val, "off")) {
+		snprintf(err, cap, "bad option '%s=%s': on or off expected", key, val);
+		return -EINVAL;
+	}
+	return 0;
 }
 
 int gw_mpath_opt(struct gw_settings *o, enum gw_opt_id id, const char *val, char *err, size_t cap)
@@ -44,6 +53,9 @@ int gw_mpath_opt(struct gw_settings *o, enum gw_opt_id id, const char *val, char
 			snprintf(err, cap, "bad option '%s=%s': %s", key, val, why);
 			return -EINVAL;
 		}
+		struct iscsi_portal_addr a; /* a numeric one in its one spelling: 127.1 is 127.0.0.1 */
+		if (!iscsi_portal_addr_numeric(p.host, p.port, &a))
+			iscsi_portal_addr_host(&a, p.host, sizeof(p.host));
 		for (size_t i = 0; i < o->nportals; i++)
 			if (same_portal(&o->portals[i], p.host, p.port))
 				return 0; /* given twice: one path */
@@ -55,11 +67,8 @@ int gw_mpath_opt(struct gw_settings *o, enum gw_opt_id id, const char *val, char
 		return 0;
 	}
 	case GW_OPT_MULTIPATH:
-		if (strcmp(val, "on") && strcmp(val, "off")) {
-			snprintf(err, cap, "bad option '%s=%s': on or off expected", key, val);
-			return -EINVAL;
-		}
-		return 0;
+	case GW_OPT_DISCOVER_PORTALS:
+		return on_off(key, val, err, cap);
 	case GW_OPT_PATH_SELECTOR:
 		if (path_sel_parse(val, &pol)) {
 			snprintf(err, cap, "bad option '%s=%s': least-outstanding or round-robin expected", key, val);
@@ -75,6 +84,10 @@ int gw_mpath_settle(struct gw_settings *o)
 {
 	if (o->nportals && !gw_settings_multipath(o)) {
 		fprintf(stderr, "iserfuse: bad option 'multipath=off': portal= needs multipath=on\n");
+		return -1;
+	}
+	if (gw_settings_discover_portals(o) && !gw_settings_multipath(o)) {
+		fprintf(stderr, "iserfuse: bad option 'multipath=off': discover_portals=on needs multipath=on\n");
 		return -1;
 	}
 	if (gw_settings_num(o, GW_OPT_SESSIONS) > 1 && !gw_settings_multipath(o)) {
@@ -104,6 +117,11 @@ size_t gw_settings_portals(const struct gw_settings *o, const struct gw_portal *
 bool gw_settings_multipath(const struct gw_settings *o)
 {
 	return !o->str[GW_OPT_MULTIPATH] || strcmp(o->str[GW_OPT_MULTIPATH], "off") != 0;
+}
+
+bool gw_settings_discover_portals(const struct gw_settings *o)
+{
+	return o->str[GW_OPT_DISCOVER_PORTALS] && strcmp(o->str[GW_OPT_DISCOVER_PORTALS], "on") == 0;
 }
 
 enum path_sel_policy gw_settings_path_sel(const struct gw_settings *o)

@@ -6,7 +6,8 @@
  * gw_sess_* functions the gateway calls in place of the session's.
  *
  * Threads: gw_paths_begin/first/start and stop on main; the path thread
- * (opens sessions, retries portals that failed every PATH_RETRY_MS); the
+ * (opens sessions, retries a portal that failed after 5 s doubling to a
+ * minute, mpath_portal_retry_ms); the
  * netwatch thread (on_net); check_path on the path thread or the mpath's
  * thread.  struct gw_paths is written by main before the threads start,
  * then only `stop` changes (under its lock).
@@ -16,8 +17,10 @@
 #include <errno.h>
 #include <netdb.h>
 #include <poll.h>
+#include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 #include <unistd.h>
 
 #include "../initiator/alua.h"
@@ -27,10 +30,10 @@
 #include "../initiator/mpath.h"
 #include "../initiator/netroute.h"
 #include "../initiator/netwatch.h"
+#include "../initiator/portal_addr.h"
 #include "../initiator/thread.h"
 #include "../initiator/log.h"
 
-#define PATH_RETRY_MS 5000   /* a portal whose session could not be opened is tried again this often */
 #define DISCOVERY_TIMEOUT_MS 5000
 #define PORTALS_MAX (MPATH_MAX_PATHS / 2)
 
@@ -43,6 +46,7 @@ struct gw_paths {
 	struct iscsi_portal portals[PORTALS_MAX]; /* -o portal= ones, then discovery's (filled by the path thread) */
 	size_t nportals;
 	size_t given;               /* of those, from -o portal= */
+	bool discover;              /* -o discover_portals=on: SendTargets' portals are paths too */
 	pthread_t thread;
 	bool started;
 	int cancel_fd;              /* fired at stop: ends a login or discovery in progress */
@@ -214,7 +218,7 @@ static void path_config(const struct gw_paths *P, struct iscsi_session_config *s
  * Open one more session to host:port and attach it.  Returns 0 (attached
  * or refused: not to be tried again) or a negative errno (try again later).
  */
-static int open_path(struct gw *g, struct gw_paths *P, const char *host, unsigned port, bool first_try)
+static int open_path(struct gw *g, struct gw_paths *P, const char *host, unsigned port, unsigned fails)
 {
 	struct mpath_path *p = mpath_path_new(g->mp, host, port);
 	if (!p)
@@ -242,11 +246,13 @@ static int open_path(struct gw *g, struct gw_paths *P, const char *host, unsigne
 	}
 	iscsi_chap_creds_wipe(&sc.chap);
 	if (rc) {
-		if (first_try)
-			log_warn("path " ISCSI_HOSTPORT_FMT ": %s; trying again every %d s", ISCSI_HOSTPORT_ARGS(host, port),
-				 err, PATH_RETRY_MS / 1000);
+		if (fails == 0)
+			log_warn("path " ISCSI_HOSTPORT_FMT ": %s; trying again in %d s, then less often (every %d s at most)",
+				 ISCSI_HOSTPORT_ARGS(host, port), err, mpath_portal_retry_ms(1) / 1000,
+				 MPATH_PORTAL_RETRY_MAX_MS / 1000);
 		else
-			log_debug("path " ISCSI_HOSTPORT_FMT ": %s", ISCSI_HOSTPORT_ARGS(host, port), err);
+			log_debug("path " ISCSI_HOSTPORT_FMT ": %s; trying again in %d s", ISCSI_HOSTPORT_ARGS(host, port),
+				  err, mpath_portal_retry_ms(fails + 1) / 1000);
 		mpath_path_discard(p);
 		return rc;
 	}
@@ -255,8 +261,32 @@ static int open_path(struct gw *g, struct gw_paths *P, const char *host, unsigne
 	return 0;
 }
 
-/* SendTargets on the URL's portal: the portals the target reports for itself, added to P's list. */
-static void discover_portals(struct gw_paths *P)
+/* One portal of the path thread: its address, the sessions still to open and its back-off. */
+struct pending {
+	struct iscsi_portal_addr addr;
+	bool have_addr;             /* addr is known (a name that did not resolve: not) */
+	unsigned left;              /* sessions still to open */
+	unsigned fails;             /* failed attempts in a row */
+	int64_t next_ms;            /* CLOCK_MONOTONIC ms of the next attempt */
+};
+
+/* Whether a is the address of one of the n portals in w (0 when a is unknown). */
+static bool addr_taken(const struct pending *w, size_t n, const struct pending *a)
+{
+	for (size_t i = 0; i < n && a->have_addr; i++)
+		if (w[i].have_addr && iscsi_portal_addr_same(&w[i].addr, &a->addr))
+			return true;
+	return false;
+}
+
+/*
+ * SendTargets on the URL's portal (only with -o discover_portals=on): the
+ * portals the target reports for itself, numeric addresses only
+ * (iscsi_disc_portals), added to P's list unless their address is one
+ * already there (w: the URL's at [0], then P's list at [1 + i]); each new
+ * one gets `sessions` sessions to open.
+ */
+static void discover_portals(struct gw_paths *P, struct pending *w)
 {
 	struct iscsi_discovery_config dc = {.transport = &iscsi_tcp_transport, .port = P->sc.port};
 	snprintf(dc.host, sizeof(dc.host), "%s", P->sc.host);
@@ -274,79 +304,96 @@ static void discover_portals(struct gw_paths *P)
 			 ISCSI_HOSTPORT_ARGS(P->sc.host, P->sc.port), err);
 		return;
 	}
+	struct iscsi_portal got[PORTALS_MAX];
+	struct iscsi_portal_addr addrs[PORTALS_MAX];
 	for (size_t t = 0; t < list.ntargets; t++) {
-		if (strcmp(list.targets[t].name, P->sc.target_name))
+		if (strcasecmp(list.targets[t].name, P->sc.target_name)) /* RFC 7143 §4.2.7.1 */
 			continue;
-		for (size_t i = 0; i < list.targets[t].nportals && P->nportals < PORTALS_MAX; i++) {
-			const struct iscsi_portal *q = &list.targets[t].portals[i];
-			bool dup = !strcmp(q->host, P->sc.host) && q->port == P->sc.port;
-			for (size_t j = 0; j < P->nportals && !dup; j++)
-				dup = !strcmp(q->host, P->portals[j].host) && q->port == P->portals[j].port;
-			if (!dup) {
-				P->portals[P->nportals++] = *q;
-				log_info("multipath: the target reports portal " ISCSI_HOSTPORT_FMT,
-					 ISCSI_HOSTPORT_ARGS(q->host, q->port));
-			}
+		size_t n = iscsi_disc_portals(&list.targets[t], got, addrs, PORTALS_MAX);
+		for (size_t i = 0; i < n && P->nportals < PORTALS_MAX; i++) {
+			struct pending *q = &w[1 + P->nportals];
+			*q = (struct pending){.addr = addrs[i], .have_addr = true, .left = P->sessions};
+			if (addr_taken(w, 1 + P->nportals, q))
+				continue;
+			P->portals[P->nportals++] = got[i];
+			log_info("multipath: the target reports portal " ISCSI_HOSTPORT_FMT,
+				 ISCSI_HOSTPORT_ARGS(got[i].host, got[i].port));
 		}
 	}
 	iscsi_disc_list_free(&list);
 }
 
 /*
- * Open the sessions still pending on each portal of P's list (index
- * nportals: the URL's portal); a portal that fails keeps its count and is
- * logged once (tried[i]).  Returns whether any is left.
+ * Open the sessions due on one portal (w->next_ms passed): until none is
+ * left or one fails, which puts the next attempt mpath_portal_retry_ms
+ * later.
  */
-static bool open_pending(struct gw *g, struct gw_paths *P, unsigned *pending, bool *tried)
+static void open_due(struct gw *g, struct gw_paths *P, const char *host, unsigned port, struct pending *w)
 {
-	bool left = false;
-	for (size_t i = 0; i <= P->nportals && !stopping(P); i++) {
-		const char *host = i < P->nportals ? P->portals[i].host : P->sc.host;
-		unsigned port = i < P->nportals ? P->portals[i].port : P->sc.port;
-		while (pending[i] && !stopping(P)) {
-			bool first = !tried[i];
-			tried[i] = true;
-			if (open_path(g, P, host, port, first))
-				break;
-			pending[i]--;
+	while (w->left && w->next_ms <= iscsi_now_ms() && !stopping(P)) {
+		if (open_path(g, P, host, port, w->fails) == 0) {
+			w->left--;
+			w->fails = 0;
+			continue;
 		}
-		left = left || pending[i];
+		w->fails++;
+		w->next_ms = iscsi_now_ms() + mpath_portal_retry_ms(w->fails);
 	}
-	return left;
 }
 
 /*
- * The path thread: the given portals and the URL's extra sessions first,
- * then the portals SendTargets reports, then every PATH_RETRY_MS the ones
- * that failed, until all are open or the stop.
+ * Open what is due on every portal (w[0]: the URL's, w[1 + i]: P's list).
+ * Returns the CLOCK_MONOTONIC ms of the next attempt, or -1 when no
+ * session is left to open.
+ */
+static int64_t open_pending(struct gw *g, struct gw_paths *P, struct pending *w)
+{
+	int64_t next = -1;
+	for (size_t i = 0; i <= P->nportals && !stopping(P); i++) {
+		const char *host = i ? P->portals[i - 1].host : P->sc.host;
+		unsigned port = i ? P->portals[i - 1].port : P->sc.port;
+		open_due(g, P, host, port, &w[i]);
+		if (w[i].left && (next < 0 || w[i].next_ms < next))
+			next = w[i].next_ms;
+	}
+	return next;
+}
+
+/*
+ * The path thread: the URL's extra sessions and the given portals first
+ * (a portal= whose address is the URL's or an earlier one's counts once:
+ * names the user gave are resolved here), then with discover_portals=on
+ * the portals SendTargets reports, then the ones that failed, each on its
+ * back-off, until all are open or the stop.
  */
 static void *path_thread(void *arg)
 {
 	struct gw *g = arg;
 	struct gw_paths *P = g->paths;
 	iscsi_cancel_bind(P->cancel_fd);
-	unsigned pending[PORTALS_MAX + 1]; /* sessions still to open per portal; [nportals]: the URL's */
-	bool tried[PORTALS_MAX + 1] = {0};
-	size_t given = P->nportals;
-	for (size_t i = 0; i < given; i++)
-		pending[i] = P->sessions;
-	unsigned url_left = P->sessions - 1;
-	/* the URL's portal moves to the end of the list once discovery added to it */
-	pending[given] = url_left;
-	open_pending(g, P, pending, tried);
-	url_left = pending[given];
-	bool url_tried = tried[given];
-	tried[given] = false;
-	if (!stopping(P))
-		discover_portals(P);
-	for (size_t i = given; i < P->nportals; i++)
-		pending[i] = P->sessions;
-	pending[P->nportals] = url_left;
-	tried[P->nportals] = url_tried;
+	struct pending w[PORTALS_MAX + 1] = {{.left = P->sessions - 1}}; /* [0]: the URL's portal, path 0 open */
+	if (P->nportals || P->discover) /* something to compare it with */
+		w[0].have_addr = !iscsi_portal_addr_resolve(P->sc.host, P->sc.port, &w[0].addr);
+	for (size_t i = 0; i < P->nportals && !stopping(P); i++) {
+		struct pending *q = &w[1 + i];
+		q->have_addr = !iscsi_portal_addr_resolve(P->portals[i].host, P->portals[i].port, &q->addr);
+		q->left = P->sessions;
+		if (addr_taken(w, 1 + i, q)) {
+			log_info("multipath: portal " ISCSI_HOSTPORT_FMT " is the address of another portal: one path",
+				 ISCSI_HOSTPORT_ARGS(P->portals[i].host, P->portals[i].port));
+			q->left = 0;
+		}
+	}
+	open_pending(g, P, w);
+	if (P->discover && !stopping(P))
+		discover_portals(P, w);
 	for (;;) {
-		bool left = open_pending(g, P, pending, tried);
+		int64_t next = open_pending(g, P, w);
+		if (next < 0 || stopping(P))
+			break;
+		int64_t ms = next - iscsi_now_ms();
 		struct pollfd p = {.fd = P->cancel_fd, .events = POLLIN};
-		if (!left || poll(&p, 1, PATH_RETRY_MS) != 0)
+		if (poll(&p, 1, ms < 0 ? 0 : ms > INT32_MAX ? INT32_MAX : (int)ms) != 0)
 			break;
 	}
 	return NULL;
@@ -400,6 +447,7 @@ int gw_paths_begin(struct gw *g, const struct gw_settings *o, struct iscsi_sessi
 	sc->path_state_arg = P->first;
 	P->sc = *sc;
 	P->sessions = (unsigned)gw_settings_num(o, GW_OPT_SESSIONS);
+	P->discover = gw_settings_discover_portals(o);
 	const struct gw_portal *given;
 	size_t n = gw_settings_portals(o, &given);
 	for (size_t i = 0; i < n && P->nportals < PORTALS_MAX; i++) {

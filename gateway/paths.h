@@ -3,8 +3,9 @@
  * The mount's paths (multipath, initiator/mpath.h): the first session is
  * opened by the start-up as before, inside a multipath set unless
  * -o multipath=off; once the LUN files exist, a thread of paths.c opens
- * the other paths (the URL portal's extra -o sessions=, the portals the
- * target reports through SendTargets, the -o portal= ones), each checked
+ * the other paths (the URL portal's extra -o sessions=, the -o portal=
+ * ones, with -o discover_portals=on the portals the target reports
+ * through SendTargets), each checked
  * against the LUNs already mounted before it carries I/O, and a netlink
  * watcher (netwatch.h) fails a path whose link or route goes away and
  * retries it when the route returns.

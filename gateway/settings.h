@@ -84,14 +84,22 @@ size_t gw_settings_portals(const struct gw_settings *o, const struct gw_portal *
 /* -o multipath= in effect: true unless multipath=off. */
 bool gw_settings_multipath(const struct gw_settings *o);
 
+/*
+ * -o discover_portals= in effect: true only with discover_portals=on (the
+ * portals the target reports through SendTargets become paths too).
+ */
+bool gw_settings_discover_portals(const struct gw_settings *o);
+
 /* -o path_selector= in effect (PATH_SEL_LEAST_OUTSTANDING unless given). */
 enum path_sel_policy gw_settings_path_sel(const struct gw_settings *o);
 
 /*
  * For the option parser (settings.c): check `val`, the value of string
  * option `id` as fuse_opt found it.  portal= is parsed (iscsi_hostport_parse)
- * and added to o->portals unless it is there already; multipath= must be
- * on or off, path_selector= a word path_sel_parse takes; other ids pass.
+ * (a numeric address rewritten in its one spelling: 127.1 becomes
+ * 127.0.0.1) and added to o->portals unless it is there already;
+ * multipath= and discover_portals= must be on or off, path_selector= a
+ * word path_sel_parse takes; other ids pass.
  * Returns 0, or -EINVAL (-E2BIG: a ninth portal) with one line in err (cap
  * bytes): "bad option 'KEY=VAL': why".
  */
@@ -99,8 +107,8 @@ int gw_mpath_opt(struct gw_settings *o, enum gw_opt_id id, const char *val, char
 
 /*
  * For gw_settings_load, once the command line and the configuration file
- * are merged: portal= needs multipath=on, and a portal that is the URL's
- * own is dropped.  Returns 0, or -1 after printing one line.
+ * are merged: portal= and discover_portals=on need multipath=on, and a
+ * portal that is the URL's own (by address: 127.1 is 127.0.0.1) is dropped.  Returns 0, or -1 after printing one line.
  */
 int gw_mpath_settle(struct gw_settings *o);
 

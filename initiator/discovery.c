@@ -16,6 +16,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 
 #include "log.h"
 #include "login.h"
@@ -127,6 +128,51 @@ void iscsi_disc_list_free(struct iscsi_disc_list *l)
 		free(l->targets[i].portals);
 	free(l->targets);
 	memset(l, 0, sizeof(*l));
+}
+
+size_t iscsi_disc_portals(const struct iscsi_disc_target *t, struct iscsi_portal *out,
+			  struct iscsi_portal_addr *addrs, size_t cap)
+{
+	size_t n = 0;
+	for (size_t i = 0; i < t->nportals && n < cap; i++) {
+		struct iscsi_portal p = t->portals[i];
+		struct iscsi_portal_addr a;
+		if (iscsi_portal_addr_numeric(p.host, p.port, &a)) {
+			log_debug("discovery: %s reports portal %s%s%s:%u, not a numeric address: skipped", t->name,
+				  p.ipv6 ? "[" : "", p.host, p.ipv6 ? "]" : "", p.port);
+			continue;
+		}
+		bool dup = false;
+		for (size_t j = 0; j < n && !dup; j++) {
+			struct iscsi_portal_addr b;
+			dup = addrs ? iscsi_portal_addr_same(&a, &addrs[j])
+				    : !iscsi_portal_addr_numeric(out[j].host, out[j].port, &b) &&
+					      iscsi_portal_addr_same(&a, &b);
+		}
+		if (dup)
+			continue;
+		p.ipv6 = iscsi_portal_addr_host(&a, p.host, sizeof(p.host));
+		out[n] = p;
+		if (addrs)
+			addrs[n] = a;
+		n++;
+	}
+	return n;
+}
+
+bool iscsi_disc_lists(const struct iscsi_disc_list *l, const char *name, const struct iscsi_portal_addr *a)
+{
+	for (size_t t = 0; t < l->ntargets; t++) {
+		if (strcasecmp(l->targets[t].name, name))
+			continue;
+		for (size_t i = 0; i < l->targets[t].nportals; i++) {
+			struct iscsi_portal_addr b;
+			const struct iscsi_portal *p = &l->targets[t].portals[i];
+			if (!iscsi_portal_addr_numeric(p->host, p->port, &b) && iscsi_portal_addr_same(a, &b))
+				return true;
+		}
+	}
+	return false;
 }
 
 static bool name_ok(const char *v)

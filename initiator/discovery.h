@@ -16,6 +16,7 @@
 #include <stddef.h>
 
 #include "chap.h"
+#include "portal_addr.h"
 #include "text.h"
 #include "transport.h"
 #include "url.h"
@@ -106,6 +107,33 @@ int iscsi_portal_parse(const char *value, struct iscsi_portal *out);
 
 /* Format a portal as host:port[,tpgt] ([host] for IPv6) into out (cap bytes). */
 void iscsi_portal_format(const struct iscsi_portal *p, char *out, size_t cap);
+
+/*
+ * The portals target t reports for itself (its TargetAddress entries,
+ * RFC 7143 §13.8), as
+ * the daemon may use them: only numeric addresses (iscsi_portal_addr_numeric:
+ * no name a target sends is ever looked up), each host rewritten in its
+ * one numeric spelling (127.1, 0x7f000001 and [::ffff:127.0.0.1] all
+ * become 127.0.0.1, ipv6 false), a portal whose address and port came
+ * already dropped (the first one's tag kept), in the order sent.  A host
+ * name or anything else that is not a numeric address is skipped with a
+ * debug line.  At most cap portals into out, their addresses into addrs
+ * (cap entries; NULL: not wanted).  Returns how many.
+ *
+ * The one place a SendTargets answer becomes portals to connect to: the
+ * mount's discover_portals=on, --list, and any check of whether a portal
+ * is one the target lists (compare with iscsi_portal_addr_same, or
+ * iscsi_disc_lists).
+ */
+size_t iscsi_disc_portals(const struct iscsi_disc_target *t, struct iscsi_portal *out,
+			  struct iscsi_portal_addr *addrs, size_t cap);
+
+/*
+ * Whether target `name` (compared without case, RFC 7143 §4.2.7.1) of list
+ * l reports a portal at address a, by iscsi_disc_portals' rules (numeric
+ * addresses only, compared by address, not by spelling).
+ */
+bool iscsi_disc_lists(const struct iscsi_disc_list *l, const char *name, const struct iscsi_portal_addr *a);
 
 /* Free what a list holds and empty it (safe on an empty list). */
 void iscsi_disc_list_free(struct iscsi_disc_list *l);

@@ -164,6 +164,21 @@ void mpath_path_set_ifindex(struct mpath_path *p, int ifindex);
  */
 void mpath_paths_route_check(struct mpath *m, int (*lookup)(void *arg, const char *host, unsigned port), void *arg);
 
+/*
+ * A portal whose session could not be opened (a path not yet attached) is
+ * tried again after MPATH_PORTAL_RETRY_MIN_MS, then after twice as long
+ * each time it fails again, at most MPATH_PORTAL_RETRY_MAX_MS.
+ */
+#define MPATH_PORTAL_RETRY_MIN_MS 5000
+#define MPATH_PORTAL_RETRY_MAX_MS 60000
+
+/*
+ * The wait in ms before the next attempt on a portal that failed
+ * `failures` times in a row (>= 1; 0 gives 0: try at once): 5, 10, 20,
+ * 40, then 60 s for ever.  Pure.
+ */
+int mpath_portal_retry_ms(unsigned failures);
+
 /* The name of an ALUA state (SPC-4 §6.36: "active/optimized", ..., "none" without ALUA), static. */
 const char *mpath_alua_name(int state);
 

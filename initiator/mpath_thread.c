@@ -21,6 +21,14 @@ const char *mpath_alua_name(int state)
 	return alua_state_name(state);
 }
 
+int mpath_portal_retry_ms(unsigned failures)
+{
+	int ms = failures ? MPATH_PORTAL_RETRY_MIN_MS : 0;
+	for (unsigned i = 1; i < failures && ms < MPATH_PORTAL_RETRY_MAX_MS; i++)
+		ms *= 2;
+	return ms < MPATH_PORTAL_RETRY_MAX_MS ? ms : MPATH_PORTAL_RETRY_MAX_MS;
+}
+
 /*
  * Run check_path on one path that came up (or whose ALUA states are to be
  * read again), lock dropped around it.  Lock held.

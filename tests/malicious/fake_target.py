@@ -2,7 +2,7 @@
 # SPDX-License-Identifier: MIT
 """A small scriptable iSCSI target (RFC 7143) that misbehaves on cue.
 
-    fake_target.py --port PORT [--port2 PORT] [--alua FILE] [--misbehave NAME [--always]] [--log FILE]
+    fake_target.py --port PORT [--port2 PORT] [--alua FILE] [--report ADDR]... [--misbehave NAME [--always]] [--log FILE]
     fake_target.py --dump OFFSET LENGTH     the disk's initial bytes, to stdout
     fake_target.py --list                   the misbehaviours, one per line
     fake_target.py --trigger NAME           what sets NAME off: login, probe, read, write,
@@ -37,6 +37,12 @@ than INQUIRY) gets CHECK CONDITION, UNIT ATTENTION, ASYMMETRIC ACCESS STATE
 CHANGED (2Ah/06h), once.  READ and WRITE through a TPG in standby get NOT
 READY 04h/0Bh, unavailable or offline 04h/0Ch, transitioning 04h/0Ah.
 Without --alua, TPGS is 0 and MAINTENANCE IN is an invalid opcode (20h/00h).
+
+SendTargets (RFC 7143 Appendix C) answers the target with the portal the
+connection came in on; each --report ADDR adds one more TargetAddress, sent
+as given (host[:port][,tag]: other portals, other spellings of one, host
+names), for an initiator that must not take a target's word for where to
+connect.
 
 With --misbehave NAME it breaks the protocol once: in the login for the
 login_* names, in READ CAPACITY for capacity_overflow, otherwise on the
@@ -156,7 +162,7 @@ WINDOW_CLOSED_LOGINS = 5
 # Shared by the connections of one run: the second portal's port, and
 # whether a redirection happened (so the redirected session's first READ
 # drops the connection, which makes the initiator log in again).
-STATE = {"port2": 0, "redirected": "", "dropped_after_redirect": False,
+STATE = {"report": [], "port2": 0, "redirected": "", "dropped_after_redirect": False,
          "bad_login": "", "bad_login_until": None, "time2wait": 0, "lba_status_cmds": 0}
 
 # Misbehaviours left out of --list (and so of the suite).
@@ -563,6 +569,7 @@ class Conn:
                 # SendTargets (RFC 7143 Appendix C): this target and the portal the connection came in on
                 port = self.s.getsockname()[1]
                 text = ("TargetName=%s\0TargetAddress=127.0.0.1:%d,1\0" % (IQN, port)).encode()
+                text += b"".join(("TargetAddress=%s\0" % a).encode() for a in STATE["report"])
                 r = bhs(OP_TEXT_RSP, 0x80, len(text), 0, itt)
                 r[20:24] = RESERVED.to_bytes(4, "big")
                 self.sn_fields(r)
@@ -1111,7 +1118,10 @@ def main():
     ap.add_argument("--trigger", metavar="NAME", help="print what triggers misbehaviour NAME")
     ap.add_argument("--port2", type=int, default=0, help="the second portal's port (default: a free one)")
     ap.add_argument("--alua", metavar="FILE", default="", help="an ALUA target, the TPG states in FILE")
+    ap.add_argument("--report", metavar="ADDR", action="append", default=[],
+                    help="one more TargetAddress in the SendTargets answer, as given (repeatable)")
     args = ap.parse_args()
+    STATE["report"] = args.report
     if args.list:
         print("\n".join(TRIGGER))
         return 0

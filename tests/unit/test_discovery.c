@@ -231,3 +231,53 @@ Test(sendtargets, random_bytes)
 		iscsi_disc_list_free(&l);
 	}
 }
+
+/*
+ * The portals a target reports, as the daemon may use them: numeric
+ * addresses only (a name is skipped, never looked up), each in its one
+ * spelling, one address once (inet_aton's forms and IPv4-mapped IPv6 are
+ * the IPv4 address), the first one's tag kept.
+ */
+Test(sendtargets, reported_portals_numeric_and_by_address)
+{
+	char buf[1024];
+	size_t len = BUILD(buf, "TargetName=iqn.2026-11.org.example:a", "TargetAddress=127.0.0.1:3260,1",
+			   "TargetAddress=127.1:3260,2", "TargetAddress=0x7f000001:3260,3",
+			   "TargetAddress=[::ffff:127.0.0.1]:3260,4", "TargetAddress=0177.0.0.1,5",
+			   "TargetAddress=san.example:3260,1", "TargetAddress=localhost:3261,1",
+			   "TargetAddress=[::ffff:192.0.2.7]:3262,2", "TargetAddress=[2001:DB8:0::1]:3260,1",
+			   "TargetAddress=[2001:db8::1],9", "TargetAddress=127.0.0.1:3261,1");
+	struct iscsi_disc_list l;
+	cr_assert_eq(iscsi_sendtargets_parse(buf, len, &l), 0);
+	cr_assert_eq(l.targets[0].nportals, 11);
+	struct iscsi_portal out[ISCSI_DISC_MAX_PORTALS];
+	struct iscsi_portal_addr addrs[ISCSI_DISC_MAX_PORTALS];
+	size_t n = iscsi_disc_portals(&l.targets[0], out, addrs, ISCSI_DISC_MAX_PORTALS);
+	cr_assert_eq(n, 4);
+	portal_is(&out[0], "127.0.0.1", 3260, 1, false);
+	portal_is(&out[1], "192.0.2.7", 3262, 2, false);
+	portal_is(&out[2], "2001:db8::1", 3260, 1, true);
+	portal_is(&out[3], "127.0.0.1", 3261, 1, false);
+	cr_expect_eq(iscsi_disc_portals(&l.targets[0], out, NULL, 2), 2); /* cap, no addresses wanted */
+
+	/* iscsi_disc_lists: by address, the name without case; names the target sent never match */
+	struct iscsi_portal_addr a;
+	cr_assert_eq(iscsi_portal_addr_numeric("127.1", 3261, &a), 0);
+	cr_expect(iscsi_disc_lists(&l, "IQN.2026-11.org.example:A", &a));
+	cr_assert_eq(iscsi_portal_addr_numeric("::ffff:192.0.2.7", 3262, &a), 0);
+	cr_expect(iscsi_disc_lists(&l, "iqn.2026-11.org.example:a", &a));
+	cr_assert_eq(iscsi_portal_addr_numeric("192.0.2.7", 3260, &a), 0);
+	cr_expect_not(iscsi_disc_lists(&l, "iqn.2026-11.org.example:a", &a)); /* another port */
+	cr_assert_eq(iscsi_portal_addr_numeric("127.0.0.1", 3260, &a), 0);
+	cr_expect_not(iscsi_disc_lists(&l, "iqn.2026-11.org.example:b", &a));
+	iscsi_disc_list_free(&l);
+
+	cr_expect_eq(iscsi_portal_addr_numeric("san.example", 3260, &a), -EINVAL);
+	cr_expect_eq(iscsi_portal_addr_numeric("localhost", 3260, &a), -EINVAL);
+	cr_expect_eq(iscsi_portal_addr_numeric("127.0.0.1", 0, &a), -EINVAL);
+	cr_expect_eq(iscsi_portal_addr_numeric("127.0.0.1", 65536, &a), -EINVAL);
+	char host[ISCSI_PORTAL_ADDR_HOST_MAX];
+	cr_assert_eq(iscsi_portal_addr_numeric("0x7f000001", 3260, &a), 0);
+	cr_expect_not(iscsi_portal_addr_host(&a, host, sizeof(host)));
+	cr_expect_str_eq(host, "127.0.0.1");
+}

@@ -199,3 +199,19 @@ Test(mpath, slots_reused_after_discard)
 	}
 	mpath_close(m, 0);
 }
+
+/* A portal that keeps failing is tried again after 5 s, doubling to a minute, never more often. */
+Test(mpath, portal_retry_backs_off_to_a_minute)
+{
+	static const int want[] = {0, 5000, 10000, 20000, 40000, 60000, 60000, 60000};
+	for (unsigned i = 0; i < sizeof(want) / sizeof(want[0]); i++)
+		cr_assert_eq(mpath_portal_retry_ms(i), want[i], "failures %u: %d ms, want %d", i,
+			     mpath_portal_retry_ms(i), want[i]);
+	cr_assert_eq(mpath_portal_retry_ms(1000), MPATH_PORTAL_RETRY_MAX_MS);
+	cr_assert_eq(mpath_portal_retry_ms(~0u), MPATH_PORTAL_RETRY_MAX_MS);
+	/* an hour of failures: about one attempt a minute, not 720 at 5 s */
+	unsigned tries = 0;
+	for (long t = 0; t < 3600000; tries++)
+		t += mpath_portal_retry_ms(tries + 1);
+	cr_assert(tries <= 65, "%u attempts in an hour", tries);
+}

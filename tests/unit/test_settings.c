@@ -69,8 +69,36 @@ Test(settings, defaults, .init = cr_redirect_stderr, .fini = drop_conf)
 	cr_expect_eq(gw_settings_portals(&o, &p), 0);
 	cr_expect_not_null(p);
 	cr_expect(gw_settings_multipath(&o));
+	cr_expect_not(gw_settings_discover_portals(&o)); /* the target's portals only when asked */
 	cr_expect_eq(gw_settings_num(&o, GW_OPT_SESSIONS), 1);
 	cr_expect_eq(gw_settings_path_sel(&o), PATH_SEL_LEAST_OUTSTANDING);
+	gw_settings_free(&o);
+	cr_assert_eq(load(&o, "discover_portals=on"), 0);
+	cr_expect(gw_settings_discover_portals(&o));
+	gw_settings_free(&o);
+	drop_conf();
+	write_conf("options = discover_portals=on\n"); /* from the configuration file too; the command line wins */
+	cr_assert_eq(load(&o, NULL), 0);
+	cr_expect(gw_settings_discover_portals(&o));
+	gw_settings_free(&o);
+	cr_assert_eq(load(&o, "discover_portals=off"), 0);
+	cr_expect_not(gw_settings_discover_portals(&o));
+	gw_settings_free(&o);
+}
+
+/* One address is one portal however it is spelt: inet_aton's forms, IPv4-mapped IPv6. */
+Test(settings, portals_compared_by_address, .init = cr_redirect_stderr, .fini = drop_conf)
+{
+	struct gw_settings o;
+	const struct gw_portal *p;
+	write_conf("");
+	/* 0xc6336401 and [::ffff:198.51.100.1] are the URL's 198.51.100.1; the next four are 127.0.0.1 */
+	cr_assert_eq(load(&o, "portal=0xc6336401,portal=[::ffff:198.51.100.1]:3260,portal=127.1,"
+			      "portal=0x7f000001,portal=[::ffff:127.0.0.1],portal=0177.0.0.1:3260"),
+		     0);
+	cr_assert_eq(gw_settings_portals(&o, &p), 1);
+	cr_expect_str_eq(p[0].host, "127.0.0.1"); /* the one spelling, whatever was given */
+	cr_expect_eq(p[0].port, 3260);
 	gw_settings_free(&o);
 }
 
@@ -125,7 +153,7 @@ Test(settings, bad_values_one_line_each, .init = cr_redirect_stderr, .fini = dro
 		"portal=203.0.113.1:0",  "portal=2001:db8::1", "portal=", "multipath=yes",
 		"path_selector=fastest", "sessions=0",	       "sessions=9", "multipath=off,portal=203.0.113.1",
 		"sessions",		 "cmd_timeout",	       "ro=1",	  "secret_file=",
-		"log_file=",
+		"log_file=",		 "discover_portals=yes", "multipath=off,discover_portals=on",
 	};
 	struct gw_settings o;
 	write_conf("");
@@ -146,7 +174,9 @@ Test(settings, bad_values_one_line_each, .init = cr_redirect_stderr, .fini = dro
 				"iserfuse: option 'cmd_timeout' needs a value: -o cmd_timeout=S\n"
 				"iserfuse: option 'ro=1' takes no value: -o ro\n"
 				"iserfuse: bad option 'secret_file=': the path is empty\n"
-				"iserfuse: bad option 'log_file=': the path is empty\n");
+				"iserfuse: bad option 'log_file=': the path is empty\n"
+				"iserfuse: bad option 'discover_portals=yes': on or off expected\n"
+				"iserfuse: bad option 'multipath=off': discover_portals=on needs multipath=on\n");
 }
 
 Test(settings, multipath_off, .init = cr_redirect_stderr, .fini = drop_conf)
