@@ -44,6 +44,7 @@ static bool on_event_thread(const struct iscsi_session *s)
 
 static void session_free(struct iscsi_session *s)
 {
+	log_forget_key(s); /* the counts of repeated lines its event threads left */
 	sess_wipe_creds(s);
 	free(s->sorted);
 	free(s->tasks);
