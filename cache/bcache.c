@@ -1041,6 +1041,65 @@ int bcache_writeback(struct bcache_dev *d, bcache_io_fn cb, void *arg)
 	return flush_start(d, true, cb, arg);
 }
 
+static int by_off(const void *a, const void *b)
+{
+	const struct bcache_range *x = a, *y = b;
+	return x->off < y->off ? -1 : x->off > y->off;
+}
+
+uint64_t bcache_dev_dirty(struct bcache_dev *d, struct bcache_range **ranges, size_t *n)
+{
+	struct bcache *c = d->c;
+	struct bcache_range *r = NULL;
+	size_t nr = 0, cap = 0;
+	uint64_t bytes = 0;
+	bool nomem = false;
+	pthread_mutex_lock(&c->lock);
+	for (unsigned k = 0; k < c->n; k++) {
+		struct entry *e = &c->e[k];
+		if (e->dev != d || e->state != E_VALID || !e->dirty)
+			continue;
+		unsigned i0, i1 = 0, lbs = d->lbshift;
+		while (next_run(e->dmap, i1, lbas(d, e->blk), &i0, &i1)) {
+			struct bcache_range one = {(e->blk << c->shift) + ((uint64_t)i0 << lbs), (uint64_t)(i1 - i0) << lbs};
+			bytes += one.len;
+			if (!ranges || nomem)
+				continue;
+			if (nr == cap) {
+				size_t ncap = cap ? cap * 2 : 16;
+				struct bcache_range *g = realloc(r, ncap * sizeof(*g));
+				if (!g) {
+					nomem = true;
+					continue;
+				}
+				r = g;
+				cap = ncap;
+			}
+			r[nr++] = one;
+		}
+	}
+	pthread_mutex_unlock(&c->lock);
+	if (!ranges)
+		return bytes;
+	if (nomem || nr == 0) {
+		free(r);
+		r = NULL;
+		nr = 0;
+	}
+	if (nr)
+		qsort(r, nr, sizeof(*r), by_off);
+	size_t m = 0;
+	for (size_t i = 0; i < nr; i++) {
+		if (m && r[m - 1].off + r[m - 1].len == r[i].off)
+			r[m - 1].len += r[i].len;
+		else
+			r[m++] = r[i];
+	}
+	*ranges = r;
+	*n = m;
+	return bytes;
+}
+
 void bcache_dev_remove(struct bcache_dev *d)
 {
 	if (!d)

@@ -193,6 +193,22 @@ int bcache_flush(struct bcache_dev *d, bcache_io_fn cb, void *arg);
  */
 int bcache_writeback(struct bcache_dev *d, bcache_io_fn cb, void *arg);
 
+/* A range of a device, in bytes. */
+struct bcache_range {
+	uint64_t off, len;
+};
+
+/*
+ * What was written to d through the cache and is not on the target: the
+ * dirty logical blocks of its cached blocks (written back with an error,
+ * or never), in bytes.  With ranges non-NULL, *ranges gets them as byte
+ * ranges in ascending order, adjacent ones merged (malloc'd, the caller
+ * frees it; NULL when none or out of memory) and *n their number.  For a
+ * report once write-back has given up (the stop): a write-back in flight
+ * counts as written.  Any thread.
+ */
+uint64_t bcache_dev_dirty(struct bcache_dev *d, struct bcache_range **ranges, size_t *n);
+
 /* Counters over the whole cache (all devices). */
 void bcache_get_stats(struct bcache *c, struct bcache_stats *out);
 

@@ -267,9 +267,7 @@ static void mid_done(void *arg, const struct iscsi_cmd_result *res)
 			mid_submit(op);
 			return;
 		}
-		log_warn("LUN discard/zeroing failed: %s (status 0x%02x, sense %x/%02x/%02x)", strerror(-err),
-			 res->status, res->has_sense ? res->sense.key : 0, res->has_sense ? res->sense.asc : 0,
-			 res->has_sense ? res->sense.ascq : 0);
+		blk_retry_log_failure(op->d->lun, "discard/zeroing", err, res);
 		mid_finish(op, err);
 		return;
 	}

@@ -5,8 +5,10 @@
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include "clock.h"
+#include "log.h"
 
 struct blk_retry {
 	pthread_t thread;
@@ -140,6 +142,15 @@ void blk_retry_note_ua(struct blk_retry *q, uint64_t lun_field, const struct scs
 	if (q->ua_fn)
 		q->ua_fn(q->ua_arg, lun_field, ev, sense);
 	pthread_mutex_unlock(&q->lock);
+}
+
+void blk_retry_log_failure(unsigned lun, const char *what, int err, const struct iscsi_cmd_result *res)
+{
+	char st[64];
+	if (res->err)
+		log_debug("LUN %u: %s failed: %s", lun, what, strerror(-err));
+	else
+		log_warn("LUN %u: %s failed: %s%s", lun, what, strerror(-err), iscsi_cmd_result_status(res, st, sizeof(st)));
 }
 
 #define RETRIES_UNQUEUED 8 /* immediate retries when no retry thread can wait (shutting down) */

@@ -66,6 +66,17 @@ int blk_retry_drain(struct blk_retry *q, int timeout_ms);
 void blk_retry_note_ua(struct blk_retry *q, uint64_t lun_field, const struct scsi_sense *sense);
 
 /*
+ * The line for a command given up (what: "I/O", "discard/zeroing") on LUN
+ * lun with err (negative errno): at warning level with the status and
+ * sense when the target sent them (iscsi_cmd_result_status); at debug
+ * level when it sent none (res->err: the command was lost with its
+ * connection, timed out or failed at the replacement timeout or the stop
+ * grace), since the session or the multipath layer logs that once for all
+ * the commands it fails.
+ */
+void blk_retry_log_failure(unsigned lun, const char *what, int err, const struct iscsi_cmd_result *res);
+
+/*
  * The retry decision for a command that failed with res (SAM-5 §5.3
  * status, SPC-4 §4.5 sense): a UNIT ATTENTION is noted (blk_retry_note_ua),
  * the status classified (scsi_status_retry) and, when it is transient and

@@ -102,8 +102,36 @@ static int sync_wait(struct gw_sync_one *o, const struct timespec *deadline)
 }
 
 /*
- * SYNCHRONIZE CACHE on every LUN written, up to 30 s each.  Returns the
- * number of LUNs whose SYNCHRONIZE CACHE failed or went unanswered.
+ * A write-back at the stop failed with err: one line with the bytes of
+ * acknowledged data of l that the target never got and why, the ranges at
+ * debug level.  Returns false when nothing is left dirty (then it was the
+ * SYNCHRONIZE CACHE that failed).
+ */
+static bool log_discarded(struct gw_lun *l, int err)
+{
+	struct bcache_range *r = NULL;
+	size_t n = 0;
+	uint64_t bytes = l->cdev ? bcache_dev_dirty(l->cdev, &r, &n) : 0;
+	if (!bytes)
+		return false;
+	if (err == -ETIMEDOUT || err == -ENOTCONN) /* no status: held until the grace ended, or failing fast by then */
+		log_err("%s: %llu bytes of acknowledged write-back data discarded: the target was not reachable before "
+			"the stop grace (%d s) ended", l->name, (unsigned long long)bytes, STOP_GRACE_MS / 1000);
+	else
+		log_err("%s: %llu bytes of acknowledged write-back data discarded: the write-back failed at the stop: %s",
+			l->name, (unsigned long long)bytes, strerror(-err));
+	for (size_t i = 0; i < n; i++)
+		log_debug("%s: discarded write-back data at bytes %llu..%llu (%llu bytes)", l->name,
+			  (unsigned long long)r[i].off, (unsigned long long)(r[i].off + r[i].len - 1),
+			  (unsigned long long)r[i].len);
+	free(r);
+	return true;
+}
+
+/*
+ * SYNCHRONIZE CACHE on every LUN written (after the write-back of what
+ * the block cache holds), up to 30 s each.  Returns the number of LUNs
+ * whose write-back or SYNCHRONIZE CACHE failed or went unanswered.
  */
 static int sync_all(struct gw *g, struct gw_sync_batch *b)
 {
@@ -115,7 +143,7 @@ static int sync_all(struct gw *g, struct gw_sync_batch *b)
 			continue;
 		struct timespec deadline = clk_deadline_ms(30000);
 		int r = sync_wait(&b->one[i], &deadline);
-		if (r < 0)
+		if (r < 0 && !log_discarded(l, r))
 			log_err("%s: SYNCHRONIZE CACHE failed: %s", l->name, strerror(-r));
 		else if (r == 0)
 			log_err("%s: no answer to SYNCHRONIZE CACHE within 30 s", l->name);

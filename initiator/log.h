@@ -7,6 +7,7 @@
 #define ISERFUSE_LOG_H
 
 #include <stdbool.h>
+#include <stdint.h>
 
 enum log_level { LOG_LVL_ERR = 0, LOG_LVL_WARN = 1, LOG_LVL_INFO = 2, LOG_LVL_DEBUG = 3 };
 
@@ -27,6 +28,32 @@ void log_use_syslog(bool on);
  * none): "iserfuse: CTX: message".  Call before other threads log.
  */
 void log_set_context(const char *ctx);
+
+/*
+ * Repeated lines are limited per key, a thing whose lines are counted
+ * together (a session), and kind (the format string): of the lines a key's
+ * threads log with one format, the first LOG_LIMIT_BURST of a
+ * LOG_LIMIT_WINDOW_MS window are printed, the others counted.  The next
+ * line of that kind after the window, or log_flush_key, prints the count
+ * once as "N more like this, the last: LAST" (LAST the last one dropped,
+ * at its level).  A target that floods the daemon with bogus PDUs thus
+ * costs at most LOG_LIMIT_BURST + 1 lines per kind and second.
+ */
+#define LOG_LIMIT_BURST 5u
+#define LOG_LIMIT_WINDOW_MS 1000
+/*
+ * The key of the lines the calling thread logs from now on (an event
+ * thread: its session), NULL (the default) for none: lines without a key
+ * are never limited.  Thread-local; cheap enough for every PDU.
+ */
+void log_set_thread_key(const void *key);
+/* Print the counts of key's kinds whose window ended (the session's tick, about once a second). */
+void log_flush_key(const void *key);
+/* Print every count key has and forget key (before what it names is freed). */
+void log_forget_key(const void *key);
+/* The limiter's clock for tests (CLOCK_MONOTONIC ms; NULL: clk_now_ms).  Call before other threads log. */
+void log_set_clock(int64_t (*fn)(void));
+
 void log_msg(enum log_level level, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 
 #define log_err(...) log_msg(LOG_LVL_ERR, __VA_ARGS__)

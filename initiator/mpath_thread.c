@@ -124,7 +124,8 @@ static int64_t serve_held(struct mpath *m, int64_t now, int64_t wake)
 		return again ? now + 10 : wake;
 	}
 	int64_t deadline = m->nopath_since ? m->nopath_since + m->cfg.replacement_timeout_ms : 0;
-	if (m->stop_by_ms && (!deadline || m->stop_by_ms < deadline))
+	bool by_stop = m->stop_by_ms && (!deadline || m->stop_by_ms < deadline);
+	if (by_stop)
 		deadline = m->stop_by_ms;
 	if (!deadline)
 		return wake;
@@ -135,8 +136,12 @@ static int64_t serve_held(struct mpath *m, int64_t now, int64_t wake)
 	m->nopath_failing = true;
 	int64_t since = m->nopath_since;
 	pthread_mutex_unlock(&m->lock);
-	log_err("no usable path for %lld ms, replacement timeout: %u commands failed; new I/O fails until a path is back",
-		(long long)(now - since), n);
+	if (by_stop) /* stopping (mpath_stopping): the grace ended first; nothing to say when none failed */
+		log_msg(n ? LOG_LVL_ERR : LOG_LVL_INFO, "no usable path for %lld ms when the stop grace ended: %u commands failed",
+			(long long)(since ? now - since : 0), n);
+	else
+		log_err("no usable path for %lld ms, replacement timeout: %u commands failed; new I/O fails until a path is "
+			"back", (long long)(now - since), n);
 	while (c) {
 		struct mp_cmd *next = c->next;
 		mp_fail(m, c, -ETIMEDOUT);

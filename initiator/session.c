@@ -44,6 +44,7 @@ static bool on_event_thread(const struct iscsi_session *s)
 
 static void session_free(struct iscsi_session *s)
 {
+	log_forget_key(s); /* the counts of repeated lines its event threads left */
 	sess_wipe_creds(s);
 	free(s->sorted);
 	free(s->tasks);
@@ -346,4 +347,18 @@ int iscsi_cmd_result_errno(const struct iscsi_cmd_result *r)
 	if (r->err)
 		return r->err;
 	return scsi_status_to_errno(r->status, r->has_sense ? &r->sense : NULL);
+}
+
+const char *iscsi_cmd_result_status(const struct iscsi_cmd_result *r, char *out, size_t cap)
+{
+	if (!cap)
+		return out;
+	if (r->err)
+		out[0] = '\0';
+	else if (r->has_sense)
+		snprintf(out, cap, " (status 0x%02x, sense %x/%02x/%02x)", r->status, r->sense.key, r->sense.asc,
+			 r->sense.ascq);
+	else
+		snprintf(out, cap, " (status 0x%02x)", r->status);
+	return out;
 }

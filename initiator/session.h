@@ -221,4 +221,13 @@ bool iscsi_session_up(struct iscsi_session *s);
 /* Map a completion to a negative errno (0 for GOOD): transport error, or scsi_status_to_errno. */
 int iscsi_cmd_result_errno(const struct iscsi_cmd_result *r);
 
+/*
+ * What the target answered, for a log line: " (status 0xSS, sense K/AA/QQ)"
+ * (SAM status; sense key, ASC, ASCQ of SPC-4 §4.5), without the sense part
+ * when none came, and "" when the target sent no status at all (r->err:
+ * the command failed here, lost with its connection or timed out).  Into
+ * out (cap bytes, NUL-terminated, truncated to fit); returns out.
+ */
+const char *iscsi_cmd_result_status(const struct iscsi_cmd_result *r, char *out, size_t cap);
+
 #endif

@@ -198,9 +198,16 @@ static void check_replacement(struct iscsi_session *s, int64_t now)
 	pthread_cond_broadcast(&s->slot_cv);
 	pthread_cond_broadcast(&s->state_cv);
 	unsigned n = sess_complete_tasks(s, sess_pick_any, -ETIMEDOUT);
-	if (s->cfg.replacement_timeout_ms == 0 && !s->stop_by_ms) { /* a multipath layer re-issues them */
+	bool by_stop = s->stop_by_ms && s->stop_by_ms < s->lost_ms + s->cfg.replacement_timeout_ms;
+	if (s->cfg.replacement_timeout_ms == 0 && !by_stop) { /* a multipath layer re-issues them */
 		log_info("session to " ISCSI_HOSTPORT_FMT " down (%s): %u commands handed back",
 			 ISCSI_HOSTPORT_ARGS(s->cfg.host, s->cfg.port), loss_what(s), n);
+		return;
+	}
+	if (by_stop) { /* stopping (iscsi_session_stopping): the grace ended first; nothing to say when none failed */
+		log_msg(n ? LOG_LVL_ERR : LOG_LVL_INFO,
+			"session to " ISCSI_HOSTPORT_FMT " down for %lld ms (%s) when the stop grace ended: %u commands failed",
+			ISCSI_HOSTPORT_ARGS(s->cfg.host, s->cfg.port), (long long)(now - s->lost_ms), loss_what(s), n);
 		return;
 	}
 	log_err("session to " ISCSI_HOSTPORT_FMT " down for %lld ms (%s), replacement timeout: %u commands failed; "

@@ -530,6 +530,7 @@ int sess_hook_rx_pdu(void *arg, const uint8_t *bhs, const uint8_t *data, uint32_
 	struct iscsi_session *s = arg;
 	struct iscsi_bhs h;
 	struct rx_out o = {0};
+	log_set_thread_key(s); /* a flood of bogus PDUs: its lines are limited per session (log.h) */
 	int rc = iscsi_bhs_decode(bhs, &h);
 	if (rc) {
 		log_err("received PDU with unexpected opcode 0x%02x", bhs[0] & 0x3f);

@@ -125,12 +125,15 @@ static int tick_ping(struct iscsi_session *s, int64_t now, bool *kick)
  * ping, drops the connection (ERL 0: every outstanding command then fails).
  * A ping goes out only when nothing arrived for noop_interval_ms, so a busy
  * connection is never declared dead because a ping waits behind data.
+ * The counts of the session's repeated log lines are printed here too.
  */
 int sess_hook_tick(void *arg, int64_t now)
 {
 	struct iscsi_session *s = arg;
 	int rc = 0;
 	bool kick = false;
+	log_set_thread_key(s);
+	log_flush_key(s); /* "N more like this" of a flood that ended */
 	pthread_mutex_lock(&s->lock);
 	if (s->state != SS_UP) { /* commands are requeued with fresh deadlines first */
 		pthread_mutex_unlock(&s->lock);

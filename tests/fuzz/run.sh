@@ -7,9 +7,9 @@
 #   tests/fuzz/run.sh NAME [SECONDS]
 #   tests/fuzz/run.sh long [SECONDS]
 #
-# NAME is pdu, text, sense, vpd, url or login (tests/fuzz/fuzz_NAME.c, seeds
-# in tests/fuzz/corpus/NAME/, libFuzzer dictionary tests/fuzz/NAME.dict if
-# any).  SECONDS defaults to $FUZZ_SECONDS, else 30.
+# NAME is pdu, text, sense, vpd, url, login, rtpg or sendtargets
+# (tests/fuzz/fuzz_NAME.c, seeds in tests/fuzz/corpus/NAME/, libFuzzer
+# dictionary tests/fuzz/NAME.dict if any).  SECONDS defaults to $FUZZ_SECONDS, else 30.
 #
 # `long` is for runs outside CI: every harness in turn for SECONDS each
 # (default $FUZZ_SECONDS, else 3600), with FUZZ_OUT defaulting to
@@ -27,10 +27,10 @@
 # no libFuzzer runtime.  The last line is "fuzz NAME: N executions, C crashes".
 set -uo pipefail
 
-harnesses=(pdu text sense vpd url login)
+harnesses=(pdu text sense vpd url login rtpg sendtargets)
 
 usage() {
-	echo "usage: $0 pdu|text|sense|vpd|url|login|long [SECONDS]" >&2
+	echo "usage: $0 pdu|text|sense|vpd|url|login|rtpg|sendtargets|long [SECONDS]" >&2
 	exit 2
 }
 
@@ -68,6 +68,9 @@ vpd) sources=(initiator/scsi.c) ;;
 url) sources=(initiator/url.c) ;;
 login) sources=(initiator/login.c initiator/text.c initiator/chap.c initiator/pdu.c initiator/log.c
 	initiator/cancel.c) libs=(-lnettle) ;;
+rtpg) sources=(initiator/alua.c initiator/scsi.c) ;;
+sendtargets) sources=(initiator/discovery.c initiator/login.c initiator/text.c initiator/chap.c initiator/pdu.c
+	initiator/log.c initiator/cancel.c) libs=(-lnettle) ;;
 *) usage ;;
 esac
 

@@ -144,7 +144,11 @@ TRIGGER = {
     # Every write, from the first on, is asked for its first burst again and again (legal R2Ts, no end).
     "r2t_repeat_storm": "write",
     "write_rsp_early_good": "write",  # GOOD, residual 0, before the write's data came: the data is dropped
+    "log_flood": "read",  # LOG_FLOOD unsolicited TMF Responses and as many unknown Async Messages, then the data
 }
+
+# log_flood: bogus PDUs of each kind, each one ignored by the initiator with a line of its log
+LOG_FLOOD = 1000
 
 # What the later logins meet after a recovery_login_* trigger: mode, and until when
 # (time.monotonic(); None: for ever).  Only the operational stage misbehaves.
@@ -1079,6 +1083,18 @@ class Conn:
             self.send_data_only(itt, lun, payload[:n - k])
             self.data_in(itt, lun, payload[n - k:], n - k, -(-(n - k) // DATA_IN_CHUNK),
                          final=False, status=0, flags=0x01)
+        elif m == "log_flood":
+            for i in range(LOG_FLOOD):
+                h = bhs(OP_TMF_RSP, 0x80, 0, 0, 0x7700000 + i)
+                self.sn_fields(h)
+                self.send(h)
+            for i in range(LOG_FLOOD):
+                h = bhs(OP_ASYNC, 0x80, 0, lun, RESERVED)
+                self.sn_fields(h)
+                h[36] = 0xFF  # AsyncEvent 255, vendor specific
+                h[37] = i & 0xFF
+                self.send(h)
+            self.send_read_data(itt, lun, edtl, payload)
         else:
             log("unknown misbehaviour %s: serving normally" % m)
             self.send_read_data(itt, lun, edtl, payload)

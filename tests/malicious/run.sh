@@ -127,6 +127,8 @@ declare -A expect=(
 	[login_silent]="no_mount -"
 	[login_empty_continue]="no_mount -"
 	[capacity_overflow]="no_mount -"
+	# a flood of bogus PDUs, each ignored: the log stays bounded
+	[log_flood]="ok alive"
 )
 # Hostile loops and waits, each checked against its bound (docs/design.md,
 # "Loops and waits a target drives"), by the block "bounded" below:
@@ -712,6 +714,23 @@ if _targets_wait_gone "$daemon_pid" 10; then
 	check_eq "daemon exits 0 within 10 s" "$drc" 0
 else
 	fail "daemon exits within 10 s"
+fi
+# log_flood: 1000 bogus PDUs of each kind cost a few lines per second
+# (LOG_LIMIT_BURST, then "N more like this"), and every one is told.
+if [[ $scenario == log_flood ]]; then
+	lines=$(wc -l <"$work/daemon.log")
+	if ((lines <= 40)); then
+		pass "the log is bounded ($lines lines, at most 40)"
+	else
+		fail "the log is bounded ($lines lines, at most 40)"
+	fi
+	for what in "Task Management Response we did not ask for" "target sent asynchronous event 255"; do
+		shown=$(grep -F "$what" "$work/daemon.log" | grep -vc 'more like this' || true)
+		counted=$(grep -oE "[0-9]+ more like this, the last: $what" "$work/daemon.log" |
+			awk '{ n += $1 } END { print n + 0 }' || true)
+		check "\"N more like this\" for \"$what\"" test "$counted" -gt 0
+		check_eq "every \"$what\" printed or counted ($shown + $counted)" "$((shown + counted))" 1000
+	done
 fi
 sanitizer_clean "$work/daemon.log"
 if [[ -s $work/daemon.log ]]; then

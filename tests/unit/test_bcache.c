@@ -39,6 +39,7 @@ struct fake {
 	bool stop;
 	pthread_t th[2];
 	atomic_uint reads, fills, writes, syncs;
+	int write_err;    /* not 0: every write fails with it, writing nothing (a target that is gone) */
 };
 
 static void op_run(struct fake *f, struct op *o)
@@ -133,6 +134,10 @@ static int fk_write(void *ctx, uint64_t off, size_t len, const void *buf, bcache
 {
 	struct fake *f = ctx;
 	f->writes++;
+	if (f->write_err) {
+		cb(arg, f->write_err, NULL, 0);
+		return 0;
+	}
 	pthread_mutex_lock(&f->lock);
 	memcpy(f->disk + off, buf, len);
 	pthread_mutex_unlock(&f->lock);
@@ -903,5 +908,48 @@ Test(bcache, direct_reads_lay_only_the_logical_blocks_written_here_over_the_targ
 	do_read_direct(v.d, BS, sizeof(buf), buf);
 	for (size_t i = 0; i < sizeof(buf); i++)
 		cr_assert_eq(buf[i], want[i], "O_DIRECT byte %zu: ours where we wrote, else the target's", BS + i);
+	env_fini(&v);
+}
+
+/* What is not on the target: the logical blocks written here, by byte range, until a write-back succeeds. */
+Test(bcache, dirty_report_names_the_logical_blocks_not_written_back)
+{
+	struct env v;
+	env_init(&v, true);
+	uint8_t want[2 * BS];
+	partly_written_blocks(&v, want);
+	struct bcache_range *r = NULL;
+	size_t n = 99;
+	cr_assert_eq(bcache_dev_dirty(v.d, NULL, NULL), 2560, "LBAs 8, 9, 11, 17 and 19");
+	cr_assert_eq(bcache_dev_dirty(v.d, &r, &n), 2560);
+	cr_assert_eq(n, 4);
+	static const struct bcache_range runs[] = {
+		{BS, 1024}, {BS + 3 * 512, 512}, {2 * BS + 512, 512}, {2 * BS + 3 * 512, 512}};
+	for (size_t i = 0; i < 4; i++)
+		cr_assert(r[i].off == runs[i].off && r[i].len == runs[i].len, "range %zu: %llu+%llu", i,
+			  (unsigned long long)r[i].off, (unsigned long long)r[i].len);
+	free(r);
+
+	/* the target gone: the write-back fails, the data stays dirty; adjacent blocks make one range */
+	uint8_t data[2 * BS];
+	memset(data, 'D', sizeof(data));
+	cr_assert(bcache_write_absorb(v.d, 2 * BS, 2 * BS, data), "blocks 2 and 3 whole");
+	v.f.write_err = -ETIMEDOUT;
+	cr_assert_eq(do_flush(v.d), -ETIMEDOUT);
+	r = NULL;
+	cr_assert_eq(bcache_dev_dirty(v.d, &r, &n), 1536 + 2 * BS);
+	cr_assert_eq(n, 3);
+	cr_assert(r[0].off == BS && r[0].len == 1024);
+	cr_assert(r[1].off == BS + 3 * 512 && r[1].len == 512);
+	cr_assert(r[2].off == 2 * BS && r[2].len == 2 * BS, "blocks 2 and 3 as one range: %llu+%llu",
+		  (unsigned long long)r[2].off, (unsigned long long)r[2].len);
+	free(r);
+
+	/* written back at last: nothing left */
+	v.f.write_err = 0;
+	cr_assert_eq(do_flush(v.d), 0);
+	r = (struct bcache_range *)1;
+	cr_assert_eq(bcache_dev_dirty(v.d, &r, &n), 0);
+	cr_assert(r == NULL && n == 0);
 	env_fini(&v);
 }

@@ -847,3 +847,17 @@ Test(session, retry_now_ends_the_back_off)
 	cr_assert_lt(took, 200, "reinstated %lld ms after retry_now: the back-off was not cut", (long long)took);
 	iscsi_session_close(s, 100);
 }
+
+/* A log line shows the status and sense a target sent, and none when it sent none. */
+Test(session, result_status_only_what_the_target_sent)
+{
+	char b[64];
+	struct iscsi_cmd_result r = {.err = -ETIMEDOUT};
+	cr_assert_str_eq(iscsi_cmd_result_status(&r, b, sizeof(b)), "", "timed out here: no status");
+	r = (struct iscsi_cmd_result){.status = SCSI_STATUS_CHECK_CONDITION, .has_sense = true,
+				      .sense = {.key = 0x3, .asc = 0x11, .ascq = 0x00}};
+	cr_assert_str_eq(iscsi_cmd_result_status(&r, b, sizeof(b)), " (status 0x02, sense 3/11/00)");
+	r = (struct iscsi_cmd_result){.status = 0x08};
+	cr_assert_str_eq(iscsi_cmd_result_status(&r, b, sizeof(b)), " (status 0x08)", "BUSY: no sense");
+	cr_assert_str_eq(iscsi_cmd_result_status(&r, b, 5), " (st", "truncated to fit");
+}
