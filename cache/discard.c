@@ -124,14 +124,18 @@ static uint64_t now_ms(void)
 	return (uint64_t)ts.tv_sec * 1000u + (uint64_t)ts.tv_nsec / 1000000u;
 }
 
-/* Every PROGRESS_MS of the middle part: one line saying how many MiB of it are done. */
+/*
+ * Every PROGRESS_MS of the middle part: one line saying how many MiB of it
+ * are done, at warning level so that a long zeroing shows at the default
+ * log level (an application waits on it meanwhile).
+ */
 static void progress(struct disc_op *op)
 {
 	uint64_t t = now_ms();
 	if (t - (op->logged_ms ? op->logged_ms : op->t0_ms) < PROGRESS_MS)
 		return;
 	op->logged_ms = t;
-	log_info("lun%u: %s: %llu of %llu MiB", op->d->lun, op->what,
+	log_warn("lun%u: %s: %llu of %llu MiB", op->d->lun, op->what,
 		 (unsigned long long)((op->lba - op->a0) * op->d->bs >> 20),
 		 (unsigned long long)((op->end - op->a0) * op->d->bs >> 20));
 }
@@ -176,7 +180,7 @@ static void mid_finish(struct disc_op *op, int err)
 	if (err)
 		op_fail(op, err);
 	/* one that took long enough to say how far it got says how it ended */
-	log_msg(op->logged_ms ? LOG_LVL_INFO : LOG_LVL_DEBUG, "lun%u: %s: %s after %llu ms, last by %s", op->d->lun,
+	log_msg(op->logged_ms ? LOG_LVL_WARN : LOG_LVL_DEBUG, "lun%u: %s: %s after %llu ms, last by %s", op->d->lun,
 		op->what, err ? strerror(-err) : "done", (unsigned long long)(now_ms() - op->t0_ms), method_name(op->m));
 	buf_pool_put(op->d->pool, op->slice);
 	op->slice = NULL;
