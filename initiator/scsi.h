@@ -207,11 +207,18 @@ struct scsi_designator {
  */
 int scsi_parse_vpd_devid(const uint8_t *buf, size_t len, struct scsi_designator *out, size_t max, size_t *count);
 /*
- * The preferred LU designator (NAA > EUI-64 > T10 > SCSI name, association
- * 0) formatted like /dev/disk/by-id: NAA and EUI-64 as lowercase hex with
- * their prefix digit ("3" for NAA, "2" for EUI-64, as udev does), ASCII
- * designators with spaces turned into '_' and '/' into '-'.  Returns the
- * string length, or -ENOENT if none.
+ * The LU designator (association 0) that udev's scsi_id takes for
+ * ID_SERIAL, formatted as it does, so that /dev/disk/by-id/scsi-<name>
+ * and this name agree.  The preference, over all the designators in turn,
+ * binary before ASCII within each: NAA IEEE Registered Extended (NAA 6),
+ * IEEE Registered (NAA 5), any other NAA (3, locally assigned), EUI-64,
+ * T10 vendor ID; designators in UTF-8, vendor-specific and SCSI name
+ * strings are not used.  Binary: the designator type digit ("3" NAA, "2"
+ * EUI-64, "1" T10) and lowercase hex.  ASCII: the type digit and the text
+ * to its first NUL, outer blanks dropped, each run of blanks one '_',
+ * characters other than letters, digits and "#+-.:=@_" as '_'.  Returns
+ * the string length, -ENOENT if none, -ERANGE if out (cap bytes) is too
+ * small (out is "" then).
  */
 int scsi_designator_name(const struct scsi_designator *d, size_t count, char *out, size_t cap);
 

@@ -391,7 +391,10 @@ if run_ok "iserfuse lab mounts section [lab] on its mountpoint" "$iserfuse" -o "
 	firsts=$(awk -F'[][]' '/^Designator Type:\(3\)/ { n = 1; next } n && /^Designator:/ { printf "%s", substr($2, 1, 1); n = 0 }' "$work/inq" | od -An -tx1 | tr -d ' \n' | sed 's/0a$//')
 	mine=$(cd "$mnt/by-id" && for f in wwn-0x*; do printf '%s' "${f:6:2}"; done)
 	check_eq "the wwn names start with the NAA bytes iscsi-inq shows" "$(echo "$mine" | fold -w2 | sort | tr -d '\n')" "$(echo "$firsts" | fold -w2 | sort | tr -d '\n')"
-	check "by-id/scsi-<id> names the preferred designator" test -n "$(find "$mnt/by-id" -name 'scsi-*')"
+	# udev's scsi_id prefers NAA 6 (IEEE Registered Extended) to tgtd's NAA 3 (locally assigned), which comes first
+	naa6=$(cd "$mnt/by-id" && for f in wwn-0x6*; do [[ -e $f ]] && printf '%s' "${f#wwn-0x}"; done)
+	check "tgtd reports an NAA 6 designator ($naa6)" test "${#naa6}" -eq 32
+	check_eq "by-id/scsi-<id> is udev's name: 3 and the NAA 6 designator" "$(cd "$mnt/by-id" && echo scsi-*)" "scsi-3$naa6"
 	check "by-id links resolve to lun1" cmp -n 65536 "$mnt/by-id/t10-$t10" "$mnt/lun1"
 	check "fusermount3 -u unmounts" unmount "$mnt"
 fi
