@@ -343,7 +343,7 @@ static void cmd_done(void *arg, const struct iscsi_cmd_result *res)
 		if (r->phase == PH_SYNC && err == -EOPNOTSUPP)
 			err = 0; /* no cache to flush */
 		else
-			log_warn("LUN %u: I/O failed: %s (status 0x%02x, sense %x/%02x/%02x)", d->lun, strerror(-err),
+			log_warn("lun%u: I/O failed: %s (status 0x%02x, sense %x/%02x/%02x)", d->lun, strerror(-err),
 				 res->status,
 				 res->has_sense ? res->sense.key : 0, res->has_sense ? res->sense.asc : 0,
 				 res->has_sense ? res->sense.ascq : 0);

@@ -89,7 +89,7 @@ static int open_luns_skipped(void *arg, uint16_t lun, const struct iscsi_lun_inf
 			snprintf(c->err, c->err_cap, "LUN %u: %s", lun, strerror(-probe_err));
 			return probe_err;
 		}
-		log_warn("LUN %u: probe failed (%s), skipped", lun, strerror(-probe_err));
+		log_warn("lun%u: probe failed (%s), skipped", lun, strerror(-probe_err));
 		return 0;
 	case GW_LUN_NO_SUCH_LUN:
 	case GW_LUN_NOT_DISK:
@@ -99,12 +99,12 @@ static int open_luns_skipped(void *arg, uint16_t lun, const struct iscsi_lun_inf
 			snprintf(c->err, c->err_cap, "LUN %u is not a disk (peripheral device type 0x%02x)", lun,
 				 info->inq.device_type);
 		else
-			log_info("LUN %u: peripheral device type 0x%02x, not a disk: skipped", lun, info->inq.device_type);
+			log_info("lun%u: peripheral device type 0x%02x, not a disk: skipped", lun, info->inq.device_type);
 		break;
 	case GW_LUN_BLOCK_SIZE:
-		log_warn("LUN %u: %u-byte blocks are not supported, skipped", lun, info->cap.block_size);
+		log_warn("lun%u: %u-byte blocks are not supported, skipped", lun, info->cap.block_size);
 		if (fatal)
-			snprintf(c->err, c->err_cap, "LUN %u: %u-byte blocks are not supported", lun, info->cap.block_size);
+			snprintf(c->err, c->err_cap, "lun%u: %u-byte blocks are not supported", lun, info->cap.block_size);
 		break;
 	case GW_LUN_ZERO_SIZE:
 	case GW_LUN_TOO_LARGE:

@@ -145,8 +145,14 @@ static void ua_hook(void *arg, uint64_t lun_field, unsigned events, const struct
 {
 	struct gw_rescan *r = arg;
 	events = drop_cached(r->g, lun_field, events);
-	log_info("LUN field 0x%016llx: UNIT ATTENTION %02xh/%02xh%s%s", (unsigned long long)lun_field, sense->asc,
-		 sense->ascq, events & SCSI_UA_MEDIUM ? ", cached data dropped" : "", events ? ", rescanning" : "");
+	int lun = scsi_lun_decode(lun_field);
+	char name[32];
+	if (lun >= 0)
+		snprintf(name, sizeof(name), "lun%d", lun);
+	else
+		snprintf(name, sizeof(name), "LUN field 0x%016llx", (unsigned long long)lun_field);
+	log_info("%s: UNIT ATTENTION %02xh/%02xh%s%s", name, sense->asc, sense->ascq,
+		 events & SCSI_UA_MEDIUM ? ", cached data dropped" : "", events ? ", rescanning" : "");
 	prompt(r, events);
 }
 
@@ -254,7 +260,7 @@ static int add_skipped(void *arg, uint16_t lun, const struct iscsi_lun_info *inf
 	(void)arg;
 	(void)info;
 	if (v == GW_LUN_PROBE_FAILED)
-		log_warn("LUN %u: probe failed (%s)", lun, strerror(-probe_err));
+		log_warn("lun%u: probe failed (%s)", lun, strerror(-probe_err));
 	return 0;
 }
 
@@ -276,7 +282,7 @@ static void add_luns(struct gw_rescan *r, const uint16_t *luns, size_t n, void *
 		const struct iscsi_lun_info *info = &infos[i];
 		struct gw_lun *l = gw_lun_add(g, info);
 		if (!l) {
-			log_warn("LUN %u: no room for another LUN file", info->lun);
+			log_warn("lun%u: no room for another LUN file", info->lun);
 			continue;
 		}
 		gw_byid_add_lun(g, l); /* its by-id/ links, new or back */

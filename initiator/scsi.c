@@ -614,6 +614,19 @@ uint64_t scsi_lun_encode(uint16_t lun)
 	return b0 << 56 | b1 << 48;
 }
 
+int scsi_lun_decode(uint64_t field)
+{
+	unsigned b0 = (unsigned)(field >> 56), b1 = (unsigned)(field >> 48) & 0xffu;
+
+	if ((field & 0x0000ffffffffffffull) != 0)
+		return -EINVAL; /* a second level */
+	if (b0 == 0)
+		return (int)b1;
+	if (b0 >> 6 == 1)
+		return (int)((b0 & 0x3fu) << 8 | b1);
+	return -EINVAL;
+}
+
 /* ---- READ CAPACITY ---- */
 
 /*

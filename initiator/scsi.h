@@ -245,6 +245,13 @@ int scsi_parse_vpd_lbp(const uint8_t *buf, size_t len, struct scsi_lbp *out);
 int scsi_parse_report_luns(const uint8_t *buf, size_t len, uint16_t *luns, size_t max, size_t *count, size_t *total);
 /* Encode a LUN number as the 8-byte BHS LUN field (peripheral for < 256, flat otherwise), big endian u64. */
 uint64_t scsi_lun_encode(uint16_t lun);
+/*
+ * The LUN number of an 8-byte BHS LUN field (SAM-5 §4.7): single level,
+ * peripheral addressing on bus 0 or flat space addressing, as
+ * scsi_lun_encode writes them.  Returns the number (0..16383), or -EINVAL
+ * for any other form.
+ */
+int scsi_lun_decode(uint64_t field);
 
 struct scsi_capacity {
 	uint64_t nblocks;        /* number of logical blocks (RETURNED LBA + 1) */

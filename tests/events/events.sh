@@ -187,7 +187,7 @@ _targets_kill "$fake" 2
 fake=''
 
 # CAPACITY DATA HAS CHANGED with periodic rescans off: only the UNIT ATTENTION can grow the file.
-if start_fake ua_capacity && mount_gw "$fake_url" "$work/daemon-cap.log" -o rescan_interval=0; then
+if start_fake ua_capacity && mount_gw "$fake_url" "$work/daemon-cap.log" -o rescan_interval=0,log_level=info; then
 	check_eq "ua_capacity: size before" "$(stat -c %s "$mnt/lun1")" 1048576
 	check "ua_capacity: the read that meets the UNIT ATTENTION succeeds" \
 		dd if="$mnt/lun1" of=/dev/null bs=4096 count=1 iflag=direct status=none || true
@@ -205,6 +205,9 @@ if start_fake ua_capacity && mount_gw "$fake_url" "$work/daemon-cap.log" -o resc
 	fi
 	unmount_gw
 	check_eq "ua_capacity: fusermount3 -u, exit status" "$gw_status" 0
+	check "ua_capacity: the log names the LUN lun1 (\"$(grep -m1 'UNIT ATTENTION' "$work/daemon-cap.log")\")" \
+		grep -q ': lun1: UNIT ATTENTION 2ah/09h' "$work/daemon-cap.log"
+	check_eq "ua_capacity: no log line names a raw LUN field" "$(grep -c 'LUN field' "$work/daemon-cap.log" || true)" 0
 	sanitizer_clean "$work/daemon-cap.log"
 else
 	fail "ua_capacity: mounted"

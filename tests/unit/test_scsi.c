@@ -938,6 +938,11 @@ Test(report_luns, lun_encode)
 	cr_assert_eq(scsi_lun_encode(256), 0x4100000000000000ull);
 	cr_assert_eq(scsi_lun_encode(300), 0x412c000000000000ull);
 	cr_assert_eq(scsi_lun_encode(0x3fff), 0x7fff000000000000ull);
+	for (unsigned lun = 0; lun <= 0x3fff; lun++)
+		cr_assert_eq(scsi_lun_decode(scsi_lun_encode((uint16_t)lun)), (int)lun);
+	cr_assert_eq(scsi_lun_decode(0x0101000000000000ull), -EINVAL); /* peripheral, bus 1 */
+	cr_assert_eq(scsi_lun_decode(0x0001000100000000ull), -EINVAL); /* a second level */
+	cr_assert_eq(scsi_lun_decode(0x8001000000000000ull), -EINVAL); /* logical unit addressing */
 }
 
 Test(report_luns, lun_encode_round_trip)
