@@ -265,9 +265,12 @@ void gw_initiator_name_or_warn(char *out, size_t cap);
  * discovery login (one line on stderr).  CHAP credentials (RFC 7143
  * §12.1.3) come from the URL, secret_file (may be NULL) or the
  * environment, as for a mount (gw_creds_load), and serve the discovery
- * session and every target's session.
+ * session and every target's session.  url_where and secret_where start
+ * the error lines about the URL and the secret file ("PATH:LINE: " of the
+ * configuration file where they came from, else "").
  */
-int gw_list(const char *url, const char *initiator_name, unsigned login_timeout_s, const char *secret_file);
+int gw_list(const char *url, const char *url_where, const char *initiator_name, unsigned login_timeout_s,
+	    const char *secret_file, const char *secret_where);
 
 /* iserfuse --version (version.c): ours, libfuse's, libibverbs' at build and run time, to f. */
 void gw_print_version(FILE *f);
