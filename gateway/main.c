@@ -33,6 +33,7 @@
 #include "credentials.h"
 #include "daemon.h"
 #include "fuse_loop.h"
+#include "fuselog.h"
 #include "fuse_uring.h"
 #include "gateway.h"
 #include "lun_select.h"
@@ -524,6 +525,7 @@ int main(int argc, char **argv)
 	m.args = (struct fuse_args)FUSE_ARGS_INIT(argc, argv);
 	gw_live_watch_init(&m.watch);
 	signal(SIGPIPE, SIG_IGN); /* a closed connection is an error return, not a signal */
+	gw_fuselog_route();       /* libfuse's messages prefixed, to the log's destination */
 	int done = mount_settings(&m, argc, argv);
 	if (done >= 0) {
 		rc = done;

@@ -13,6 +13,7 @@
 #include <unistd.h>
 
 #include "../initiator/log.h"
+#include "fuselog.h"
 
 long long gw_settings_num(const struct gw_settings *o, enum gw_opt_id id)
 {
@@ -247,6 +248,33 @@ void gw_settings_free(struct gw_settings *o)
 }
 
 /*
+ * The options libfuse is to take (args, argv[0] first): 0 if a FUSE
+ * session takes them, else -1 with libfuse's reason in why (cap bytes),
+ * so that the caller can say where they came from.
+ */
+static int fuse_takes(const struct fuse_args *args, char *why, size_t cap)
+{
+	static const struct fuse_lowlevel_ops no_ops;
+	struct fuse_args t = FUSE_ARGS_INIT(0, NULL);
+	int rc = -1;
+	for (int i = 0; i < args->argc; i++)
+		if (fuse_opt_add_arg(&t, args->argv[i]))
+			goto out;
+	gw_fuselog_capture(why, cap);
+	struct fuse_session *se = fuse_session_new(&t, &no_ops, sizeof(no_ops), NULL);
+	gw_fuselog_capture(NULL, 0);
+	if (se) {
+		fuse_session_destroy(se);
+		rc = 0;
+	} else if (!why[0]) {
+		snprintf(why, cap, "libfuse refuses the options");
+	}
+out:
+	fuse_opt_free_args(&t);
+	return rc;
+}
+
+/*
  * One options = line of the configuration file (line `line`) parsed into
  * c; the FUSE options it holds are appended to fuse_out.  Returns 0, or -1
  * after printing one line naming the file and the line.
@@ -265,6 +293,11 @@ static int parse_file_options(struct gw_settings *c, const char *path, int line,
 		goto out; /* opt_proc said why */
 	if (c->given[GW_OPT_CONFIG] || c->list || c->show_help || c->show_version) {
 		opt_error("config=, --list, --help and --version belong on the command line");
+		goto out;
+	}
+	char why[512];
+	if (ca.argc > 1 && fuse_takes(&ca, why, sizeof(why))) { /* an unknown option: libfuse would say it without the line */
+		opt_error("%s", why);
 		goto out;
 	}
 	for (int i = 1; i < ca.argc; i++) /* allow_other, ro, ...: for libfuse */

@@ -318,7 +318,11 @@ run_fail1 "a -o config that is a directory: one line, exit 1" "^iserfuse: $work/
 	"$iserfuse" -o "config=$work/conf.d" "$url" "$mnt"
 run_fail1 "an empty -o config=: one line naming the option, exit 1" "^iserfuse: bad option 'config=': the path is empty$" \
 	"$iserfuse" -o "config=" "$url" "$mnt"
-run_fail1 "an unknown option in the file's options, exit 1" "frobnicate" "$iserfuse" -o "config=$conf" "$url" "$mnt"
+run_fail1 "an unknown option in the file's options: file and line 1, exit 1" \
+	"^iserfuse: $conf:1: fuse: unknown option\\(s\\): .-o frobnicate'\$" "$iserfuse" -o "config=$conf" "$url" "$mnt"
+run_fail1 "an unknown option on the command line: libfuse's line prefixed, exit 1" \
+	"^iserfuse: .*fuse: unknown option\\(s\\): .-o frobnicate'\$" "$iserfuse" -o frobnicate "$url" "$mnt"
+check_eq "an unknown option on the command line: no line without 'iserfuse: '" "$(grep -vc '^iserfuse: ' "$work/out" || true)" 0
 # Values found bad after the file is read name the file and the line too.
 printf '[lab]\n# the portal\nurl = iscsi://127.0.0.1:99999/%s\n' "${url##*/}" >"$conf"
 run_fail1 "a bad url = in a section: file and line 3, exit 1" "^iserfuse: $conf:3: bad URL: bad port '99999'\$" \
