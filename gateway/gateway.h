@@ -54,6 +54,14 @@ struct gw_lun {
 	_Atomic int64_t write_ns;
 	_Atomic bool pages_stale; /* a UNIT ATTENTION said its data may have changed: the rescan thread
 				   * invalidates the kernel's pages of it (rescan.c) */
+	/*
+	 * statfs's free space of a thin-provisioned LUN (LBPME): its
+	 * deallocated blocks (GET LBA STATUS), measured by the rescan thread
+	 * at dealloc_at_ms (blk_now_ms; 0: not yet) when a statfs asks
+	 * (gw_rescan_space).  Relaxed, dealloc_at_ms stored last (release).
+	 */
+	_Atomic uint64_t dealloc_blocks;
+	_Atomic int64_t dealloc_at_ms;
 };
 
 struct gw_fuse_uring;
@@ -171,6 +179,16 @@ struct gw_lun *gw_lun_add(struct gw *g, const struct iscsi_lun_info *info);
  * ATTENTION hook on g->retry.  Returns 0 or a negative errno.
  */
 int gw_rescan_start(struct gw *g, unsigned interval_s);
+/*
+ * statfs wants the deallocated blocks of the thin-provisioned LUNs
+ * measured again (gw_lun.dealloc_blocks): the rescan thread does it for
+ * each whose figure is older than GW_SPACE_REFRESH_MS, at most
+ * GW_SPACE_MAX_CMDS GET LBA STATUS commands per LUN.  Never waits.
+ * Returns false when there is no rescan thread (nothing will be measured).
+ */
+#define GW_SPACE_REFRESH_MS 3000
+#define GW_SPACE_MAX_CMDS 64
+bool gw_rescan_space(struct gw *g);
 /* Stop and join the rescan thread (waits for a round in progress).  No-op if not started. */
 void gw_rescan_stop(struct gw *g);
 /* Counters so far (zeros if not started). */

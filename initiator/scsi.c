@@ -253,6 +253,28 @@ int scsi_parse_lba_status(const uint8_t *buf, size_t len, struct scsi_lba_status
 	return 0;
 }
 
+uint64_t scsi_lba_status_deallocated(const struct scsi_lba_status *st, size_t n, uint64_t from, uint64_t end,
+				     uint64_t *next)
+{
+	uint64_t sum = 0, at = from;
+
+	for (size_t i = 0; i < n && at < end; i++) {
+		uint64_t lo = st[i].lba, hi = st[i].lba + st[i].nblocks; /* no wrap: scsi_parse_lba_status */
+
+		if (hi <= at)
+			continue;
+		if (lo > at)
+			break; /* a gap: what lies in it is not described here */
+		if (hi > end)
+			hi = end;
+		if (st[i].status == SCSI_LBA_DEALLOCATED)
+			sum += hi - at;
+		at = hi;
+	}
+	*next = at;
+	return sum;
+}
+
 /* ---- string helpers ---- */
 
 static bool is_print(uint8_t c)

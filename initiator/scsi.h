@@ -161,6 +161,16 @@ struct scsi_lba_status {      /* one LBA status descriptor (SBC-3 §5.8.2) */
  */
 int scsi_parse_lba_status(const uint8_t *buf, size_t len, struct scsi_lba_status *out, size_t max,
 			  size_t *count, bool *more);
+/*
+ * Of the n descriptors st (in the order scsi_parse_lba_status checked),
+ * the blocks in [from, end) that are deallocated (SBC-3 §4.7.4.3:
+ * PROVISIONING STATUS 1; anchored ones hold their resources and count as
+ * used), counted from `from` on as long as the descriptors cover the range
+ * without a gap.  *next gets the first LBA they do not cover (end at
+ * most): where the next GET LBA STATUS starts.
+ */
+uint64_t scsi_lba_status_deallocated(const struct scsi_lba_status *st, size_t n, uint64_t from, uint64_t end,
+				     uint64_t *next);
 
 /* ---- Parsers ---- */
 
