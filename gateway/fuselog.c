@@ -61,6 +61,8 @@ void gw_fuselog_route(void)
 
 void gw_fuselog_capture(char *buf, size_t cap)
 {
+	if (cap)
+		fuse_set_log_func(fuse_to_log); /* also where nothing routed libfuse's log yet */
 	capture = cap ? buf : NULL;
 	capture_cap = cap;
 	if (capture)

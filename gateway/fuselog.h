@@ -19,7 +19,8 @@ void gw_fuselog_route(void);
  * While buf is set (cap bytes, not NULL), libfuse's messages on this
  * thread are kept in buf instead (the first one, without its newline;
  * buf is "" if none came): for a trial whose error the caller words
- * itself.  gw_fuselog_capture(NULL, 0) ends it.
+ * itself.  gw_fuselog_capture(NULL, 0) ends it.  Starting one routes
+ * libfuse's log here (gw_fuselog_route) if nothing had.
  */
 void gw_fuselog_capture(char *buf, size_t cap);
 

@@ -257,6 +257,7 @@ static int fuse_takes(const struct fuse_args *args, char *why, size_t cap)
 	static const struct fuse_lowlevel_ops no_ops;
 	struct fuse_args t = FUSE_ARGS_INIT(0, NULL);
 	int rc = -1;
+	snprintf(why, cap, "out of memory");
 	for (int i = 0; i < args->argc; i++)
 		if (fuse_opt_add_arg(&t, args->argv[i]))
 			goto out;

@@ -9,8 +9,8 @@
 #    --event): BUSY, TASK SET FULL, NOT READY / becoming ready and a power-on
 #    UNIT ATTENTION are retried and the read returns the right bytes; a LUN
 #    that never becomes ready fails with EIO once cmd_timeout is spent; a
-#    CAPACITY DATA HAS CHANGED UNIT ATTENTION (rescans off) grows the file
-#    and its new area reads the target's bytes; a discard whose WRITEs of
+#    CAPACITY DATA HAS CHANGED UNIT ATTENTION (rescans off) grows the file,
+#    its new area reads the target's bytes and its log line names lun1; a discard whose WRITEs of
 #    zeroes meet BUSY 10 times backs off and succeeds.
 # 2. tgtd: grow LUN 1 (tgtd 1.0.85 has no online resize: delete the LUN,
 #    enlarge the backing file, add it again) -> the file's size follows;
@@ -26,7 +26,9 @@
 #    writer was told was written is in the backing file, the session logged
 #    out (tgtd shows no I_T nexus); fusermount3 -u -> exit 0; a second
 #    SIGTERM while the drain is stuck (tgtd stopped with SIGSTOP) -> exit 2
-#    at once.
+#    at once; six SIGTERMs under fio QD32 -> exit 0 and no stderr line
+#    without "iserfuse: " (libfuse's "fuse: writing device: Bad file
+#    descriptor" for a reply after the channel closed).
 # Prints "ok - " / "not ok - " lines and "N passed, M failed".
 set -euo pipefail
 

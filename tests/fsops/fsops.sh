@@ -20,7 +20,9 @@
 # the -o ro mount), mode, owner and times kept, mtime and ctime following
 # writes, punches and zero ranges.
 # with -o writeback, SEEK_DATA/SEEK_HOLE count data not yet written back
-# and a punch over it leaves a hole in the backing file.
+# and a punch over it leaves a hole in the backing file; df: a thin LUN's
+# free space is what the target deallocated (a punch grows it), a thick
+# LUN shows 0 used.
 #
 # Prints "ok - ..." / "not ok - ..." and "N passed, M failed"; exits 1 if
 # anything failed, 77 (skip) when not root, 2 on bad usage.
