@@ -447,9 +447,18 @@ df_until() {
 	printf '%s\n' "$got"
 }
 backing_free() { echo $((size - $(du -B1 "$1" | cut -f1))); }
-if timeout -k 10 120 "$iserfuse" -o initiator_name=iqn.2026-11.org.example:fsops "$TGT_URL/1" "$mnt" \
-	>"$work/mount.out" 2>"$work/mount.err" </dev/null && is_mounted "$mnt"; then
+# mount_lun URL: a mount of URL on $mnt, its daemon in $daemon_pid; unmount_lun: gone again.
+mount_lun() {
+	timeout -k 10 120 "$iserfuse" -o initiator_name=iqn.2026-11.org.example:fsops "$1" "$mnt" \
+		>"$work/mount.out" 2>"$work/mount.err" </dev/null && is_mounted "$mnt" || return 1
 	daemon_pid=$(pgrep -nf -- "$iserfuse .*$mnt" || true)
+}
+unmount_lun() {
+	fusermount3 -u "$mnt" 2>/dev/null || true
+	[[ -n $daemon_pid ]] && _targets_wait_gone "$daemon_pid" 20
+	daemon_pid=''
+}
+if mount_lun "$TGT_URL/1"; then
 	dd if=/dev/urandom of="$mnt/lun1" bs=1M count=12 conv=notrunc,fsync status=none
 	want=$(backing_free "$work/tgtd/disk512.img")
 	check "thin lun1: 12 MiB written, the backing file holds at least that ($want bytes free)" test "$want" -le $((20 * MiB))
@@ -458,22 +467,16 @@ if timeout -k 10 120 "$iserfuse" -o initiator_name=iqn.2026-11.org.example:fsops
 	want2=$(backing_free "$work/tgtd/disk512.img")
 	check_eq "thin lun1: a 4 MiB punch frees 4 MiB on the target" "$want2" $((want + 4 * MiB))
 	check_eq "thin lun1: df's free space grows by the punch" "$(df_until "$mnt" "$want2 $size")" "$want2 $size"
-	fusermount3 -u "$mnt" 2>/dev/null || true
-	[[ -n $daemon_pid ]] && _targets_wait_gone "$daemon_pid" 20
-	daemon_pid=''
+	unmount_lun
 else
 	fail "mount $TGT_URL/1 for df"
 	note "$work/mount.err"
 fi
-if timeout -k 10 120 "$iserfuse" -o initiator_name=iqn.2026-11.org.example:fsops "$TGT_URL/3" "$mnt" \
-	>"$work/mount.out" 2>"$work/mount.err" </dev/null && is_mounted "$mnt"; then
-	daemon_pid=$(pgrep -nf -- "$iserfuse .*$mnt" || true)
+if mount_lun "$TGT_URL/3"; then
 	dd if=/dev/urandom of="$mnt/lun3" bs=1M count=8 conv=notrunc,fsync status=none
 	check_eq "thick lun3 with 8 MiB written: df shows 0 used" "$(df_free "$mnt")" "$size $size"
 	check_eq "thick lun3: df's Use% is 0%" "$(df --output=pcent "$mnt" | tail -n 1 | tr -d ' ')" "0%"
-	fusermount3 -u "$mnt" 2>/dev/null || true
-	[[ -n $daemon_pid ]] && _targets_wait_gone "$daemon_pid" 20
-	daemon_pid=''
+	unmount_lun
 else
 	fail "mount $TGT_URL/3 for df"
 	note "$work/mount.err"

@@ -572,6 +572,14 @@ Test(designator, t10_ascii)
 	cr_assert_str_eq(s, "1IET_0001_2_"); /* as udev: one '_' per run of blanks, '/' and \x01 as '_', up to the NUL */
 }
 
+/* scsi_designator_name of the n designators d is want. */
+static void expect_name(const struct scsi_designator *d, size_t n, const char *want)
+{
+	char s[64];
+	cr_assert_eq(scsi_designator_name(d, n, s, sizeof(s)), (int)strlen(want), "want %s", want);
+	cr_assert_str_eq(s, want);
+}
+
 /*
  * tgtd's VPD 0x83 page, in its order: NAA 3 (locally assigned), NAA 6 (IEEE
  * Registered Extended), T10.  udev's scsi_id names the disk after the NAA 6
@@ -583,19 +591,15 @@ Test(designator, udev_order_on_tgtd)
 	static const uint8_t naa6t[16] = { 0x60, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00,
 					   0x0e, 0x00, 0x00, 0x00, 0x00, 0x01, 0x00, 0x01 };
 	struct scsi_designator d[3];
-	char s[64];
 
 	d[0] = desig(0, SCSI_DESIG_NAA, 1, naa3, 8);
 	d[1] = desig(0, SCSI_DESIG_NAA, 1, naa6t, 16);
 	d[2] = desig(0, SCSI_DESIG_T10, 2, "IET     00010001", 16);
-	cr_assert_eq(scsi_designator_name(d, 3, s, sizeof(s)), 33);
-	cr_assert_str_eq(s, "360000000000000000e00000000010001");
+	expect_name(d, 3, "360000000000000000e00000000010001");
 	/* without the NAA 6: the locally assigned NAA before the T10 ID */
-	cr_assert_eq(scsi_designator_name(d, 1, s, sizeof(s)), 17);
-	cr_assert_str_eq(s, "33000000010000001");
 	d[1] = d[2];
-	cr_assert_eq(scsi_designator_name(d + 1, 1, s, sizeof(s)), 13);
-	cr_assert_str_eq(s, "1IET_00010001");
+	expect_name(d, 2, "33000000010000001");
+	expect_name(d + 1, 1, "1IET_00010001");
 }
 
 /* udev's id_search_list, each step against the ones after it, the better one given last. */
@@ -604,33 +608,24 @@ Test(designator, udev_order_each_step)
 	static const uint8_t naa5[8] = { 0x50, 0x01, 0x40, 0x5a, 0xbc, 0xde, 0xf0, 0x12 };
 	static const uint8_t naa3[8] = { 0x30, 0x00, 0x00, 0x00, 0x10, 0x00, 0x00, 0x01 };
 	static const uint8_t t10[4] = { 0xde, 0xad, 0xbe, 0xef };
-	struct scsi_designator d[2];
-	char s[64];
-
-	/* NAA 6 ASCII (udev reads the NAA nibble of the first byte, which in ASCII '6' is 3) loses to NAA 5 */
-	d[0] = desig(0, SCSI_DESIG_NAA, 2, "6001", 4);
-	d[1] = desig(0, SCSI_DESIG_NAA, 1, naa5, 8);
-	cr_assert_eq(scsi_designator_name(d, 2, s, sizeof(s)), 17);
-	cr_assert_str_eq(s, "35001405abcdef012");
-	/* NAA 5 before NAA 3 */
-	d[0] = desig(0, SCSI_DESIG_NAA, 1, naa3, 8);
-	cr_assert_eq(scsi_designator_name(d, 2, s, sizeof(s)), 17);
-	cr_assert_str_eq(s, "35001405abcdef012");
-	/* binary before ASCII within a type */
-	d[0] = desig(0, SCSI_DESIG_EUI64, 2, "eui", 3);
-	d[1] = desig(0, SCSI_DESIG_EUI64, 1, eui64, 8);
-	cr_assert_eq(scsi_designator_name(d, 2, s, sizeof(s)), 17);
-	cr_assert_str_eq(s, "20025385a71b020ff");
-	/* an ASCII NAA before any EUI-64 */
-	d[0] = desig(0, SCSI_DESIG_EUI64, 1, eui64, 8);
-	d[1] = desig(0, SCSI_DESIG_NAA, 2, "3abc", 4);
-	cr_assert_eq(scsi_designator_name(d, 2, s, sizeof(s)), 5);
-	cr_assert_str_eq(s, "33abc");
-	/* a binary T10 ID in hex, before an ASCII one */
-	d[0] = desig(0, SCSI_DESIG_T10, 2, "IET", 3);
-	d[1] = desig(0, SCSI_DESIG_T10, 1, t10, 4);
-	cr_assert_eq(scsi_designator_name(d, 2, s, sizeof(s)), 9);
-	cr_assert_str_eq(s, "1deadbeef");
+	const struct {
+		struct scsi_designator worse, better;
+		const char *want;
+	} steps[] = {
+		/* NAA 6 in ASCII (udev reads the NAA nibble of the first byte: '6' is 0x36) loses to NAA 5 */
+		{ desig(0, SCSI_DESIG_NAA, 2, "6001", 4), desig(0, SCSI_DESIG_NAA, 1, naa5, 8), "35001405abcdef012" },
+		{ desig(0, SCSI_DESIG_NAA, 1, naa3, 8), desig(0, SCSI_DESIG_NAA, 1, naa5, 8), "35001405abcdef012" },
+		/* binary before ASCII within a type */
+		{ desig(0, SCSI_DESIG_EUI64, 2, "eui", 3), desig(0, SCSI_DESIG_EUI64, 1, eui64, 8), "20025385a71b020ff" },
+		/* an ASCII NAA before any EUI-64 */
+		{ desig(0, SCSI_DESIG_EUI64, 1, eui64, 8), desig(0, SCSI_DESIG_NAA, 2, "3abc", 4), "33abc" },
+		/* a binary T10 ID in hex, before an ASCII one */
+		{ desig(0, SCSI_DESIG_T10, 2, "IET", 3), desig(0, SCSI_DESIG_T10, 1, t10, 4), "1deadbeef" },
+	};
+	for (size_t i = 0; i < sizeof(steps) / sizeof(steps[0]); i++) {
+		struct scsi_designator d[2] = { steps[i].worse, steps[i].better };
+		expect_name(d, 2, steps[i].want);
+	}
 }
 
 Test(designator, scsi_name_and_utf8_not_used)
