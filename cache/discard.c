@@ -259,7 +259,7 @@ static void mid_done(void *arg, const struct iscsi_cmd_result *res)
 		/* ILLEGAL REQUEST: the target does not do this command (or bit); try the next way. */
 		if (!res->err && (err == -EOPNOTSUPP || err == -EINVAL) && op->m != DISCARD_WRITE) {
 			enum discard_method next = discard_fallback(&op->caps, op->m);
-			log_debug("LUN refused %s (%s), falling back to %s", method_name(op->m), strerror(-err),
+			log_debug("lun%u refused %s (%s), falling back to %s", op->d->lun, method_name(op->m), strerror(-err),
 				  method_name(next));
 			if (op->m == DISCARD_UNMAP)
 				op->caps.unmap = false;
@@ -417,7 +417,7 @@ static void seek_done(void *arg, const struct iscsi_cmd_result *res)
 		}
 		if (retry_later(op->d, res, &op->retries, &op->retry_t0, &op->ritem, seek_fire))
 			return;
-		log_debug("GET LBA STATUS failed (%s): treating the LUN as all data", strerror(-err));
+		log_debug("lun%u: GET LBA STATUS failed (%s): treating the LUN as all data", d->lun, strerror(-err));
 		seek_all_data(op);
 		return;
 	}
@@ -425,7 +425,7 @@ static void seek_done(void *arg, const struct iscsi_cmd_result *res)
 	/* The first descriptor must start at the LBA asked about (SBC-3 §5.8.2). */
 	if (scsi_parse_lba_status(op->slice, res->xfer_len, st, LBA_STATUS_MAX, &n, &more) || n == 0 ||
 	    st[0].lba != op->lba) {
-		log_warn("GET LBA STATUS answer malformed: treating the LUN as all data");
+		log_warn("lun%u: GET LBA STATUS answer malformed: treating the LUN as all data", d->lun);
 		seek_all_data(op);
 		return;
 	}

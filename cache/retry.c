@@ -148,9 +148,9 @@ void blk_retry_log_failure(unsigned lun, const char *what, int err, const struct
 {
 	char st[64];
 	if (res->err)
-		log_debug("LUN %u: %s failed: %s", lun, what, strerror(-err));
+		log_debug("lun%u: %s failed: %s", lun, what, strerror(-err));
 	else
-		log_warn("LUN %u: %s failed: %s%s", lun, what, strerror(-err), iscsi_cmd_result_status(res, st, sizeof(st)));
+		log_warn("lun%u: %s failed: %s%s", lun, what, strerror(-err), iscsi_cmd_result_status(res, st, sizeof(st)));
 }
 
 #define RETRIES_UNQUEUED 8 /* immediate retries when no retry thread can wait (shutting down) */

@@ -84,10 +84,12 @@ static bool good_section_name(const char *s)
 	return true;
 }
 
-static int set_once(struct parse_state *p, char **field, const char *section, const char *key, const char *value)
+static int set_once(struct parse_state *p, char **field, int *line, const char *section, const char *key,
+		    const char *value)
 {
 	if (*field)
 		return fail(p, "key '%s' given twice in %s", key, section[0] ? section : "the global part");
+	*line = p->line;
 	*field = strdup(value);
 	if (!*field)
 		return fail(p, "out of memory%s%s", "", "");
@@ -109,22 +111,22 @@ static int handler(void *user, const char *section, const char *name, const char
 
 	if (!section[0]) {
 		if (!strcmp(name, "initiator_name"))
-			return set_once(p, &c->initiator_name, section, name, value);
+			return set_once(p, &c->initiator_name, &c->initiator_name_line, section, name, value);
 		if (!strcmp(name, "options"))
-			return set_once(p, &c->options, section, name, value);
+			return set_once(p, &c->options, &c->options_line, section, name, value);
 		return fail(p, "unknown key '%s'%s (global keys: initiator_name, options)", name, "");
 	}
 	struct gw_config_target *t = c->ntargets ? &c->targets[c->ntargets - 1] : NULL;
 	if (!t || strcmp(t->name, section) != 0)
 		return 0; /* a bad or repeated section: already reported by section_header */
 	if (!strcmp(name, "url"))
-		return set_once(p, &t->url, section, name, value);
+		return set_once(p, &t->url, &t->url_line, section, name, value);
 	if (!strcmp(name, "secret_file"))
-		return set_once(p, &t->secret_file, section, name, value);
+		return set_once(p, &t->secret_file, &t->secret_file_line, section, name, value);
 	if (!strcmp(name, "mountpoint"))
-		return set_once(p, &t->mountpoint, section, name, value);
+		return set_once(p, &t->mountpoint, &t->mountpoint_line, section, name, value);
 	if (!strcmp(name, "options"))
-		return set_once(p, &t->options, section, name, value);
+		return set_once(p, &t->options, &t->options_line, section, name, value);
 	return fail(p, "unknown key '%s' in section [%s] (keys: url, secret_file, mountpoint, options)", name,
 		    section);
 }

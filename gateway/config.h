@@ -12,7 +12,8 @@
  *   options = noop_interval=10
  *
  * Unknown keys, duplicate keys, bad section names and sections without a
- * url are errors naming the file and line.
+ * url are errors naming the file and line; the line of each key is kept,
+ * so that a bad value found later (settings.c, main.c) names it too.
  */
 #ifndef ISERFUSE_CONFIG_H
 #define ISERFUSE_CONFIG_H
@@ -29,12 +30,15 @@ struct gw_config_target {
 	char *mountpoint;  /* NULL if not set */
 	char *options;     /* comma-separated -o options, NULL if not set */
 	int line;          /* line of the [name] header */
+	/* the line of each key (0 if not set): errors about a value name it */
+	int url_line, secret_file_line, mountpoint_line, options_line;
 };
 
 struct gw_config {
 	char *path;            /* the file read, NULL if none */
 	char *initiator_name;  /* NULL if not set */
 	char *options;         /* NULL if not set */
+	int initiator_name_line, options_line; /* their lines, 0 if not set */
 	struct gw_config_target *targets;
 	size_t ntargets;
 };

@@ -53,7 +53,7 @@ static bool blank(char ch)
 }
 
 /* One "key = value" line (NUL-terminated, no newline) of the secret file. */
-static int file_line(const char *path, unsigned lineno, char *line, struct iscsi_chap_creds *from_file, bool seen[F_COUNT])
+static int file_line(const char *where, const char *path, unsigned lineno, char *line, struct iscsi_chap_creds *from_file, bool seen[F_COUNT])
 {
 	char *p = line;
 	while (blank(*p))
@@ -62,7 +62,7 @@ static int file_line(const char *path, unsigned lineno, char *line, struct iscsi
 		return 0;
 	char *eq = strchr(p, '=');
 	if (eq == NULL) {
-		fprintf(stderr, "iserfuse: secret_file %s line %u: expected 'key = value'\n", path, lineno);
+		fprintf(stderr, "iserfuse: %ssecret_file %s line %u: expected 'key = value'\n", where, path, lineno);
 		return -1;
 	}
 	char *kend = eq;
@@ -88,21 +88,21 @@ static int file_line(const char *path, unsigned lineno, char *line, struct iscsi
 			key[n++] = (*k > 0x20 && *k < 0x7f) ? *k : '?';
 		key[n] = '\0';
 		fprintf(stderr,
-			"iserfuse: secret_file %s line %u: unknown key '%s' (username, password, mutual_username or "
+			"iserfuse: %ssecret_file %s line %u: unknown key '%s' (username, password, mutual_username or "
 			"mutual_password expected)\n",
-			path, lineno, key);
+			where, path, lineno, key);
 		return -1;
 	}
 	if (seen[f]) {
-		fprintf(stderr, "iserfuse: secret_file %s line %u: %s given twice\n", path, lineno, file_keys[f]);
+		fprintf(stderr, "iserfuse: %ssecret_file %s line %u: %s given twice\n", where, path, lineno, file_keys[f]);
 		return -1;
 	}
 	if (vlen == 0) {
-		fprintf(stderr, "iserfuse: secret_file %s line %u: empty %s\n", path, lineno, file_keys[f]);
+		fprintf(stderr, "iserfuse: %ssecret_file %s line %u: empty %s\n", where, path, lineno, file_keys[f]);
 		return -1;
 	}
 	if (vlen >= ISCSI_CRED_MAX) {
-		fprintf(stderr, "iserfuse: secret_file %s line %u: %s too long (at most %d bytes)\n", path, lineno,
+		fprintf(stderr, "iserfuse: %ssecret_file %s line %u: %s too long (at most %d bytes)\n", where, path, lineno,
 			file_keys[f], ISCSI_CRED_MAX - 1);
 		return -1;
 	}
@@ -112,7 +112,7 @@ static int file_line(const char *path, unsigned lineno, char *line, struct iscsi
 }
 
 /* Read and check the secret file into from_file.  Returns 0 or -1 (printed). */
-static int read_secret_file(const char *path, struct iscsi_chap_creds *from_file)
+static int read_secret_file(const char *where, const char *path, struct iscsi_chap_creds *from_file)
 {
 	bool seen[F_COUNT] = {false};
 	char *buf = NULL;
@@ -120,30 +120,30 @@ static int read_secret_file(const char *path, struct iscsi_chap_creds *from_file
 	int rc = -1;
 	int fd = open(path, O_RDONLY | O_CLOEXEC | O_NOCTTY);
 	if (fd < 0) {
-		fprintf(stderr, "iserfuse: secret_file %s: %s\n", path, strerror(errno));
+		fprintf(stderr, "iserfuse: %ssecret_file %s: %s\n", where, path, strerror(errno));
 		return -1;
 	}
 	struct stat st;
 	if (fstat(fd, &st)) {
-		fprintf(stderr, "iserfuse: secret_file %s: %s\n", path, strerror(errno));
+		fprintf(stderr, "iserfuse: %ssecret_file %s: %s\n", where, path, strerror(errno));
 		goto out;
 	}
 	if (!S_ISREG(st.st_mode)) {
-		fprintf(stderr, "iserfuse: secret_file %s: not a regular file\n", path);
+		fprintf(stderr, "iserfuse: %ssecret_file %s: not a regular file\n", where, path);
 		goto out;
 	}
 	if (st.st_uid != getuid()) {
-		fprintf(stderr, "iserfuse: secret_file %s: owned by uid %u, not by you (uid %u)\n", path,
+		fprintf(stderr, "iserfuse: %ssecret_file %s: owned by uid %u, not by you (uid %u)\n", where, path,
 			(unsigned)st.st_uid, (unsigned)getuid());
 		goto out;
 	}
 	if (st.st_mode & (S_IRWXG | S_IRWXO)) {
-		fprintf(stderr, "iserfuse: secret_file %s: mode %04o lets group or other users in; chmod 600 it\n",
-			path, (unsigned)(st.st_mode & 07777));
+		fprintf(stderr, "iserfuse: %ssecret_file %s: mode %04o lets group or other users in; chmod 600 it\n",
+			where, path, (unsigned)(st.st_mode & 07777));
 		goto out;
 	}
 	if (st.st_size > SECRET_FILE_MAX) {
-		fprintf(stderr, "iserfuse: secret_file %s: larger than %d bytes\n", path, SECRET_FILE_MAX);
+		fprintf(stderr, "iserfuse: %ssecret_file %s: larger than %d bytes\n", where, path, SECRET_FILE_MAX);
 		goto out;
 	}
 	buf = calloc(1, SECRET_FILE_MAX + 2);
@@ -156,19 +156,19 @@ static int read_secret_file(const char *path, struct iscsi_chap_creds *from_file
 		if (r < 0 && errno == EINTR)
 			continue;
 		if (r < 0) {
-			fprintf(stderr, "iserfuse: secret_file %s: %s\n", path, strerror(errno));
+			fprintf(stderr, "iserfuse: %ssecret_file %s: %s\n", where, path, strerror(errno));
 			goto out;
 		}
 		if (r == 0)
 			break;
 		len += (size_t)r;
 		if (len > SECRET_FILE_MAX) {
-			fprintf(stderr, "iserfuse: secret_file %s: larger than %d bytes\n", path, SECRET_FILE_MAX);
+			fprintf(stderr, "iserfuse: %ssecret_file %s: larger than %d bytes\n", where, path, SECRET_FILE_MAX);
 			goto out;
 		}
 	}
 	if (memchr(buf, '\0', len) != NULL) {
-		fprintf(stderr, "iserfuse: secret_file %s: contains a NUL byte\n", path);
+		fprintf(stderr, "iserfuse: %ssecret_file %s: contains a NUL byte\n", where, path);
 		goto out;
 	}
 	unsigned lineno = 0;
@@ -180,7 +180,7 @@ static int read_secret_file(const char *path, struct iscsi_chap_creds *from_file
 		size_t n = strlen(line);
 		if (n > 0 && line[n - 1] == '\r')
 			line[n - 1] = '\0';
-		if (file_line(path, ++lineno, line, from_file, seen))
+		if (file_line(where, path, ++lineno, line, from_file, seen))
 			goto out;
 		line = next;
 	}
@@ -228,7 +228,7 @@ static int check(const struct iscsi_chap_creds *c)
 	return 0;
 }
 
-int gw_creds_load(struct iscsi_chap_creds *c, const struct iscsi_url *url, const char *secret_file)
+int gw_creds_load(struct iscsi_chap_creds *c, const struct iscsi_url *url, const char *secret_file, const char *where)
 {
 	struct iscsi_chap_creds from_file = {0};
 	int rc = -1;
@@ -243,7 +243,7 @@ int gw_creds_load(struct iscsi_chap_creds *c, const struct iscsi_url *url, const
 	memcpy(c->mutual_user, url->target_user, sizeof(c->mutual_user));
 	memcpy(c->mutual_secret, url->target_password, sizeof(c->mutual_secret));
 	/* 2. the secret file */
-	if (secret_file != NULL && read_secret_file(secret_file, &from_file))
+	if (secret_file != NULL && read_secret_file(where ? where : "", secret_file, &from_file))
 		goto out;
 	for (int f = 0; f < F_COUNT; f++)
 		if (!field(c, f)[0])

@@ -25,9 +25,11 @@
  * mutual credentials need our own too.  Prints a one-line warning on
  * stderr when the URL carries a password (argv is visible to other users).
  * Returns 0, or -1 after printing one line "iserfuse: ..." on stderr (no
- * secret in it; c is wiped then).
+ * secret in it; c is wiped then); a line about the secret file starts
+ * with where ("PATH:LINE: " of the configuration file's secret_file =,
+ * "" or NULL when it came from the command line).
  */
-int gw_creds_load(struct iscsi_chap_creds *c, const struct iscsi_url *url, const char *secret_file);
+int gw_creds_load(struct iscsi_chap_creds *c, const struct iscsi_url *url, const char *secret_file, const char *where);
 
 /* Copy c into the session config's CHAP credentials, then wipe c. */
 void gw_creds_to_session(struct iscsi_chap_creds *c, struct iscsi_session_config *sc);

@@ -282,17 +282,59 @@ static void gw_release(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi
 	fuse_reply_err(req, 0);
 }
 
+/* The first statfs waits this long at most for the thin LUNs' first figures (a dead target: not longer). */
+#define SPACE_FIRST_WAIT_MS 1000
+
+/*
+ * The LUNs' capacity and free space in 4 KiB units: free is what a thin
+ * LUN (LBPME) last reported deallocated (gw_lun.dealloc_blocks), all of a
+ * fully provisioned LUN (nothing to tell: 0 used), and all of a thin LUN
+ * not measured yet.  Sets *stale when a thin LUN's figure is missing or
+ * older than GW_SPACE_REFRESH_MS, *unmeasured when one has none yet.
+ */
+static void space(struct gw *g, struct statvfs *sv, bool *stale, bool *unmeasured)
+{
+	int64_t now = (int64_t)blk_now_ms();
+	*stale = *unmeasured = false;
+	sv->f_blocks = sv->f_bfree = 0;
+	for (size_t i = 0, n = gw_nluns(g); i < n; i++) {
+		struct gw_lun *l = &g->luns[i];
+		if (gw_lun_gone(l))
+			continue;
+		uint64_t size = blk_dev_size(&l->dev), free_bytes = size;
+		struct discard_caps c;
+		discard_caps_from_info(&c, &l->info);
+		if (c.lba_status) {
+			int64_t at = atomic_load_explicit(&l->dealloc_at_ms, memory_order_acquire);
+			*stale |= !at || now - at >= GW_SPACE_REFRESH_MS;
+			*unmeasured |= !at;
+			if (at) {
+				uint64_t d = atomic_load_explicit(&l->dealloc_blocks, memory_order_relaxed);
+				free_bytes = d < size / l->dev.bs ? d * l->dev.bs : size;
+			}
+		}
+		sv->f_blocks += size / 4096;
+		sv->f_bfree += free_bytes / 4096;
+	}
+	sv->f_bavail = sv->f_bfree;
+}
+
 static void gw_statfs(fuse_req_t req, fuse_ino_t ino)
 {
 	struct gw *g = gw_of(req);
 	struct statvfs sv = {0};
+	bool stale, unmeasured;
 	(void)ino;
 	sv.f_bsize = sv.f_frsize = 4096;
-	size_t n = gw_nluns(g);
-	for (size_t i = 0; i < n; i++)
-		if (!gw_lun_gone(&g->luns[i]))
-			sv.f_blocks += blk_dev_size(&g->luns[i].dev) / 4096;
-	sv.f_files = n + 1;
+	space(g, &sv, &stale, &unmeasured);
+	/* A stale figure is answered now and measured again for the next statfs; a missing one is waited for a little. */
+	if (stale && gw_rescan_space(g) && unmeasured) {
+		for (int waited = 0; unmeasured && waited < SPACE_FIRST_WAIT_MS; waited += 10) {
+			usleep(10000);
+			space(g, &sv, &stale, &unmeasured);
+		}
+	}
+	sv.f_files = gw_nluns(g) + 1;
 	sv.f_namemax = 255;
 	fuse_reply_statfs(req, &sv);
 }

@@ -54,6 +54,14 @@ struct gw_lun {
 	_Atomic int64_t write_ns;
 	_Atomic bool pages_stale; /* a UNIT ATTENTION said its data may have changed: the rescan thread
 				   * invalidates the kernel's pages of it (rescan.c) */
+	/*
+	 * statfs's free space of a thin-provisioned LUN (LBPME): its
+	 * deallocated blocks (GET LBA STATUS), measured by the rescan thread
+	 * at dealloc_at_ms (blk_now_ms; 0: not yet) when a statfs asks
+	 * (gw_rescan_space).  Relaxed, dealloc_at_ms stored last (release).
+	 */
+	_Atomic uint64_t dealloc_blocks;
+	_Atomic int64_t dealloc_at_ms;
 };
 
 struct gw_fuse_uring;
@@ -171,6 +179,16 @@ struct gw_lun *gw_lun_add(struct gw *g, const struct iscsi_lun_info *info);
  * ATTENTION hook on g->retry.  Returns 0 or a negative errno.
  */
 int gw_rescan_start(struct gw *g, unsigned interval_s);
+/*
+ * statfs wants the deallocated blocks of the thin-provisioned LUNs
+ * measured again (gw_lun.dealloc_blocks): the rescan thread does it for
+ * each whose figure is older than GW_SPACE_REFRESH_MS, at most
+ * GW_SPACE_MAX_CMDS GET LBA STATUS commands per LUN.  Never waits.
+ * Returns false when there is no rescan thread (nothing will be measured).
+ */
+#define GW_SPACE_REFRESH_MS 3000
+#define GW_SPACE_MAX_CMDS 64
+bool gw_rescan_space(struct gw *g);
 /* Stop and join the rescan thread (waits for a round in progress).  No-op if not started. */
 void gw_rescan_stop(struct gw *g);
 /* Counters so far (zeros if not started). */
@@ -269,10 +287,12 @@ void gw_initiator_name_or_warn(char *out, size_t cap);
  * discovery login (one line on stderr).  CHAP credentials (RFC 7143
  * §12.1.3) come from the URL, secret_file (may be NULL) or the
  * environment, as for a mount (gw_creds_load), and serve the discovery
- * session and every target's session.
+ * session and every target's session.  url_where and secret_where start
+ * the error lines about the URL and the secret file ("PATH:LINE: " of the
+ * configuration file where they came from, else "").
  */
-int gw_list(const char *url, const char *initiator_name, unsigned login_timeout_s, const char *secret_file,
-	    bool discover_portals);
+int gw_list(const char *url, const char *url_where, const char *initiator_name, unsigned login_timeout_s,
+	    const char *secret_file, const char *secret_where, bool discover_portals);
 
 /* iserfuse --version (version.c): ours, libfuse's, libibverbs' at build and run time, to f. */
 void gw_print_version(FILE *f);

@@ -271,8 +271,8 @@ static void list_target(const struct iscsi_disc_target *t, const struct iscsi_po
 	}
 }
 
-int gw_list(const char *url_text, const char *initiator_name_opt, unsigned login_timeout_s, const char *secret_file,
-	    bool discover_portals)
+int gw_list(const char *url_text, const char *url_where, const char *initiator_name_opt, unsigned login_timeout_s,
+	    const char *secret_file, const char *secret_where, bool discover_portals)
 {
 	struct iscsi_url url = {0};
 	struct iscsi_discovery_config dc = {.transport = &iscsi_tcp_transport};
@@ -284,10 +284,10 @@ int gw_list(const char *url_text, const char *initiator_name_opt, unsigned login
 	int rc = 1;
 
 	if (iscsi_url_parse(url_text, false, &url, err, sizeof(err))) {
-		fprintf(stderr, "iserfuse: bad URL: %s\n", err);
+		fprintf(stderr, "iserfuse: %sbad URL: %s\n", url_where, err);
 		goto out;
 	}
-	if (gw_creds_load(&creds, &url, secret_file))
+	if (gw_creds_load(&creds, &url, secret_file, secret_where))
 		goto out;
 	iscsi_url_wipe(&url); /* keeps host, port and target; the password is gone */
 	list_lun = url.lun;

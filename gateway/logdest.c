@@ -45,12 +45,12 @@ static void journal_sink(enum log_level level, const char *line)
 			"SYSLOG_FACILITY=%d", LOG_DAEMON >> 3, NULL);
 }
 
-int gw_logdest_prepare(const char *log_file)
+int gw_logdest_prepare(const char *where, const char *log_file)
 {
 	if (log_file) {
 		log_fd = open(log_file, O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC | O_NOCTTY, 0600);
 		if (log_fd < 0) {
-			fprintf(stderr, "iserfuse: bad option 'log_file=%s': %s\n", log_file, strerror(errno));
+			fprintf(stderr, "iserfuse: %sbad option 'log_file=%s': %s\n", where, log_file, strerror(errno));
 			return -1;
 		}
 		dest = DEST_FILE;

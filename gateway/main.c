@@ -33,6 +33,7 @@
 #include "credentials.h"
 #include "daemon.h"
 #include "fuse_loop.h"
+#include "fuselog.h"
 #include "fuse_uring.h"
 #include "gateway.h"
 #include "lun_select.h"
@@ -89,7 +90,7 @@ static int open_luns_skipped(void *arg, uint16_t lun, const struct iscsi_lun_inf
 			snprintf(c->err, c->err_cap, "LUN %u: %s", lun, strerror(-probe_err));
 			return probe_err;
 		}
-		log_warn("LUN %u: probe failed (%s), skipped", lun, strerror(-probe_err));
+		log_warn("lun%u: probe failed (%s), skipped", lun, strerror(-probe_err));
 		return 0;
 	case GW_LUN_NO_SUCH_LUN:
 	case GW_LUN_NOT_DISK:
@@ -99,12 +100,12 @@ static int open_luns_skipped(void *arg, uint16_t lun, const struct iscsi_lun_inf
 			snprintf(c->err, c->err_cap, "LUN %u is not a disk (peripheral device type 0x%02x)", lun,
 				 info->inq.device_type);
 		else
-			log_info("LUN %u: peripheral device type 0x%02x, not a disk: skipped", lun, info->inq.device_type);
+			log_info("lun%u: peripheral device type 0x%02x, not a disk: skipped", lun, info->inq.device_type);
 		break;
 	case GW_LUN_BLOCK_SIZE:
-		log_warn("LUN %u: %u-byte blocks are not supported, skipped", lun, info->cap.block_size);
+		log_warn("lun%u: %u-byte blocks are not supported, skipped", lun, info->cap.block_size);
 		if (fatal)
-			snprintf(c->err, c->err_cap, "LUN %u: %u-byte blocks are not supported", lun, info->cap.block_size);
+			snprintf(c->err, c->err_cap, "lun%u: %u-byte blocks are not supported", lun, info->cap.block_size);
 		break;
 	case GW_LUN_ZERO_SIZE:
 	case GW_LUN_TOO_LARGE:
@@ -223,8 +224,10 @@ static int mount_settings(struct mount *m, int argc, char **argv)
 			fprintf(stderr, "iserfuse: --list takes one URL, iscsi://host[:port], and no mount point\n");
 			return 1;
 		}
-		return gw_list(m->o.url, m->o.str[GW_OPT_INITIATOR_NAME],
-			       (unsigned)gw_settings_num(&m->o, GW_OPT_LOGIN_TIMEOUT), m->o.str[GW_OPT_SECRET_FILE],
+		char uw[GW_WHERE_MAX], sw[GW_WHERE_MAX];
+		return gw_list(m->o.url, gw_settings_where(&m->o, GW_WHERE_URL, uw, sizeof(uw)),
+			       m->o.str[GW_OPT_INITIATOR_NAME], (unsigned)gw_settings_num(&m->o, GW_OPT_LOGIN_TIMEOUT),
+			       m->o.str[GW_OPT_SECRET_FILE], gw_settings_where(&m->o, GW_OPT_SECRET_FILE, sw, sizeof(sw)),
 			       gw_settings_discover_portals(&m->o));
 	}
 	return -1;
@@ -238,6 +241,7 @@ static int mount_settings(struct mount *m, int argc, char **argv)
 static int mount_check(struct mount *m)
 {
 	struct gw_settings *o = &m->o;
+	char where[GW_WHERE_MAX];
 	if (fuse_parse_cmdline(&m->args, &m->cmd) != 0)
 		return -1;
 	if (!o->url || !m->cmd.mountpoint) {
@@ -246,28 +250,30 @@ static int mount_check(struct mount *m)
 		return -1;
 	}
 	if (iscsi_url_parse(o->url, true, &m->url, m->err, sizeof(m->err))) {
-		fprintf(stderr, "iserfuse: bad URL: %s\n", m->err);
+		fprintf(stderr, "iserfuse: %sbad URL: %s\n", gw_settings_where(o, GW_WHERE_URL, where, sizeof(where)), m->err);
 		return -1;
 	}
 	if (gw_transport_parse(o->str[GW_OPT_TRANSPORT], m->url.iser, &m->tmode)) {
-		fprintf(stderr, "iserfuse: bad option 'transport=%s': auto, iser or tcp expected (not tcp with ?iser)\n",
-			o->str[GW_OPT_TRANSPORT]);
+		fprintf(stderr, "iserfuse: %sbad option 'transport=%s': auto, iser or tcp expected (not tcp with ?iser)\n",
+			gw_settings_where(o, GW_OPT_TRANSPORT, where, sizeof(where)), o->str[GW_OPT_TRANSPORT]);
 		return -1;
 	}
 	if (gw_uring_mode_parse(o->str[GW_OPT_IO_URING], &m->umode)) {
-		fprintf(stderr, "iserfuse: bad option 'io_uring=%s': auto, on or off expected\n", o->str[GW_OPT_IO_URING]);
+		fprintf(stderr, "iserfuse: %sbad option 'io_uring=%s': auto, on or off expected\n",
+			gw_settings_where(o, GW_OPT_IO_URING, where, sizeof(where)), o->str[GW_OPT_IO_URING]);
 		return -1;
 	}
 	explicit_bzero(o->url, strlen(o->url));
 	log_set_context(m->url.target); /* every line names the target (and the LUN where it is about one) */
-	if (gw_creds_load(&m->creds, &m->url, o->str[GW_OPT_SECRET_FILE]))
+	if (gw_creds_load(&m->creds, &m->url, o->str[GW_OPT_SECRET_FILE],
+			  gw_settings_where(o, GW_OPT_SECRET_FILE, where, sizeof(where))))
 		return -1;
 	iscsi_url_wipe(&m->url);
 	struct iscsi_neg_config digest_check;
 	iscsi_neg_config_default(&digest_check);
 	if (gw_settings_digests(&digest_check, &m->url, o))
 		return -1; /* a bad digest option fails before anything starts */
-	if (gw_mountpoint_check(m->cmd.mountpoint))
+	if (gw_mountpoint_check(gw_settings_where(o, GW_WHERE_MOUNTPOINT, where, sizeof(where)), m->cmd.mountpoint))
 		return -1;
 	struct stat st;
 	if (stat(m->cmd.mountpoint, &st))
@@ -275,7 +281,8 @@ static int mount_check(struct mount *m)
 	m->watch.under = st.st_dev;
 	if (m->cmd.debug)
 		log_set_level(LOG_LVL_DEBUG);
-	if (!m->cmd.foreground && gw_logdest_prepare(o->str[GW_OPT_LOG_FILE]))
+	if (!m->cmd.foreground &&
+	    gw_logdest_prepare(gw_settings_where(o, GW_OPT_LOG_FILE, where, sizeof(where)), o->str[GW_OPT_LOG_FILE]))
 		return -1;
 	return 0;
 }
@@ -519,6 +526,7 @@ int main(int argc, char **argv)
 	m.args = (struct fuse_args)FUSE_ARGS_INIT(argc, argv);
 	gw_live_watch_init(&m.watch);
 	signal(SIGPIPE, SIG_IGN); /* a closed connection is an error return, not a signal */
+	gw_fuselog_route();       /* libfuse's messages prefixed, to the log's destination */
 	int done = mount_settings(&m, argc, argv);
 	if (done >= 0) {
 		rc = done;

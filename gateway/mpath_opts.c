@@ -82,8 +82,10 @@ int gw_mpath_opt(struct gw_settings *o, enum gw_opt_id id, const char *val, char
 
 int gw_mpath_settle(struct gw_settings *o)
 {
+	char where[GW_WHERE_MAX];
 	if (o->nportals && !gw_settings_multipath(o)) {
-		fprintf(stderr, "iserfuse: bad option 'multipath=off': portal= needs multipath=on\n");
+		fprintf(stderr, "iserfuse: %sbad option 'multipath=off': portal= needs multipath=on\n",
+			gw_settings_where(o, GW_OPT_MULTIPATH, where, sizeof(where)));
 		return -1;
 	}
 	if (gw_settings_discover_portals(o) && !gw_settings_multipath(o)) {
@@ -91,8 +93,8 @@ int gw_mpath_settle(struct gw_settings *o)
 		return -1;
 	}
 	if (gw_settings_num(o, GW_OPT_SESSIONS) > 1 && !gw_settings_multipath(o)) {
-		fprintf(stderr, "iserfuse: bad option 'multipath=off': sessions=%lld needs multipath=on\n",
-			gw_settings_num(o, GW_OPT_SESSIONS));
+		fprintf(stderr, "iserfuse: %sbad option 'multipath=off': sessions=%lld needs multipath=on\n",
+			gw_settings_where(o, GW_OPT_MULTIPATH, where, sizeof(where)), gw_settings_num(o, GW_OPT_SESSIONS));
 		return -1;
 	}
 	/* The URL's portal is path 0 already; a URL that does not parse is main's to report. */

@@ -123,7 +123,7 @@ static int path_alua_state(struct iscsi_session *s, const struct iscsi_lun_info 
 	int state = ALUA_NONE;
 	int rc = iscsi_alua_path_state(s, info, buf, buflen, &state);
 	if (rc)
-		log_debug("LUN %u: target port group %u: %s", info->lun, info->tpg, strerror(-rc));
+		log_debug("lun%u: target port group %u: %s", info->lun, info->tpg, strerror(-rc));
 	return rc ? ALUA_NONE : state;
 }
 

@@ -24,6 +24,7 @@
 #include <time.h>
 
 #include "../cache/bcache_blk.h"
+#include "../cache/discard.h"
 #include "../initiator/clock.h"
 #include "../initiator/log.h"
 #include "../initiator/thread.h"
@@ -145,8 +146,14 @@ static void ua_hook(void *arg, uint64_t lun_field, unsigned events, const struct
 {
 	struct gw_rescan *r = arg;
 	events = drop_cached(r->g, lun_field, events);
-	log_info("LUN field 0x%016llx: UNIT ATTENTION %02xh/%02xh%s%s", (unsigned long long)lun_field, sense->asc,
-		 sense->ascq, events & SCSI_UA_MEDIUM ? ", cached data dropped" : "", events ? ", rescanning" : "");
+	int lun = scsi_lun_decode(lun_field);
+	char name[32];
+	if (lun >= 0)
+		snprintf(name, sizeof(name), "lun%d", lun);
+	else
+		snprintf(name, sizeof(name), "LUN field 0x%016llx", (unsigned long long)lun_field);
+	log_info("%s: UNIT ATTENTION %02xh/%02xh%s%s", name, sense->asc, sense->ascq,
+		 events & SCSI_UA_MEDIUM ? ", cached data dropped" : "", events ? ", rescanning" : "");
 	prompt(r, events);
 }
 
@@ -254,7 +261,7 @@ static int add_skipped(void *arg, uint16_t lun, const struct iscsi_lun_info *inf
 	(void)arg;
 	(void)info;
 	if (v == GW_LUN_PROBE_FAILED)
-		log_warn("LUN %u: probe failed (%s)", lun, strerror(-probe_err));
+		log_warn("lun%u: probe failed (%s)", lun, strerror(-probe_err));
 	return 0;
 }
 
@@ -276,7 +283,7 @@ static void add_luns(struct gw_rescan *r, const uint16_t *luns, size_t n, void *
 		const struct iscsi_lun_info *info = &infos[i];
 		struct gw_lun *l = gw_lun_add(g, info);
 		if (!l) {
-			log_warn("LUN %u: no room for another LUN file", info->lun);
+			log_warn("lun%u: no room for another LUN file", info->lun);
 			continue;
 		}
 		gw_byid_add_lun(g, l); /* its by-id/ links, new or back */
@@ -398,11 +405,60 @@ static void capacity_round(struct gw_rescan *r, void *buf, size_t buflen)
 	}
 }
 
+/* Asked by statfs (gw_rescan_space): not a UNIT ATTENTION bit. */
+#define RESCAN_SPACE (1u << 30)
+
+/* A thin-provisioned LUN: GET LBA STATUS tells its deallocated blocks (LBPME, READ CAPACITY(16)). */
+static bool thin(const struct gw_lun *l)
+{
+	struct discard_caps c;
+	discard_caps_from_info(&c, &l->info);
+	return c.lba_status;
+}
+
+/* The deallocated blocks of each thin LUN whose figure is older than GW_SPACE_REFRESH_MS. */
+static void space_round(struct gw_rescan *r, void *buf, size_t buflen)
+{
+	struct gw *g = r->g;
+	for (size_t i = 0, n = gw_nluns(g); i < n; i++) {
+		struct gw_lun *l = &g->luns[i];
+		int64_t at = atomic_load_explicit(&l->dealloc_at_ms, memory_order_acquire);
+		if (gw_lun_gone(l) || !thin(l) || (at && (int64_t)blk_now_ms() - at < GW_SPACE_REFRESH_MS))
+			continue;
+		struct own_ua_ctx o = {r, l->dev.lun_field};
+		uint64_t d = 0;
+		int rc = iscsi_lun_deallocated(gw_ctl(g), l->info.lun_field, blk_dev_nblocks(&l->dev), buf, buflen,
+					       GW_SPACE_MAX_CMDS, &d, own_ua, &o);
+		if (rc) { /* the last figure stays; with none, the LUN tells nothing: all free, as a thick one */
+			log_debug("%s: GET LBA STATUS for statfs failed: %s", l->name, strerror(-rc));
+			d = at ? atomic_load_explicit(&l->dealloc_blocks, memory_order_relaxed) : blk_dev_nblocks(&l->dev);
+		}
+		atomic_store_explicit(&l->dealloc_blocks, d, memory_order_relaxed);
+		int64_t now = (int64_t)blk_now_ms();
+		atomic_store_explicit(&l->dealloc_at_ms, now ? now : 1, memory_order_release);
+	}
+}
+
+bool gw_rescan_space(struct gw *g)
+{
+	if (!g->rescan)
+		return false;
+	prompt(g->rescan, RESCAN_SPACE);
+	return true;
+}
+
 static void run_round(struct gw_rescan *r, unsigned ev, bool periodic)
 {
 	struct gw *g = r->g;
 	void *buf = buf_pool_get(g->pool, NULL);
 	size_t buflen = buf_pool_slice_size(g->pool);
+	bool space = ev & RESCAN_SPACE;
+	ev &= ~(unsigned)RESCAN_SPACE;
+	if (!periodic && !ev) { /* only statfs asked: not a rescan */
+		space_round(r, buf, buflen);
+		buf_pool_put(g->pool, buf);
+		return;
+	}
 	atomic_fetch_add(&r->rescans, 1);
 	if (!periodic)
 		atomic_fetch_add(&r->prompted, 1);
@@ -414,6 +470,8 @@ static void run_round(struct gw_rescan *r, unsigned ev, bool periodic)
 		luns_round(r, buf, buflen);
 	if (periodic || (ev & (SCSI_UA_CAPACITY | SCSI_UA_PROBE)) || g->url_lun >= 0)
 		capacity_round(r, buf, buflen);
+	if (space)
+		space_round(r, buf, buflen);
 	buf_pool_put(g->pool, buf);
 }
 

@@ -5,11 +5,15 @@
  */
 #include "settings.h"
 
+#include <errno.h>
+#include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "../initiator/log.h"
+#include "fuselog.h"
 
 long long gw_settings_num(const struct gw_settings *o, enum gw_opt_id id)
 {
@@ -18,8 +22,38 @@ long long gw_settings_num(const struct gw_settings *o, enum gw_opt_id id)
 
 enum { KEY_HELP, KEY_VERSION, KEY_LIST, KEY_IGNORE, KEY_RW, KEY_TAB /* + gw_opt_id */ };
 
-/* Where the options being parsed come from: NULL for the command line, else the configuration file. */
+/*
+ * Where the options being parsed come from: NULL for the command line,
+ * else the configuration file and the line of its options = key.
+ */
 static const char *opt_origin;
+static int opt_origin_line;
+
+/* "iserfuse: [PATH:LINE: ]" and the message, one line on stderr. */
+static void opt_error(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+static void opt_error(const char *fmt, ...)
+{
+	va_list ap;
+	if (opt_origin)
+		fprintf(stderr, "iserfuse: %s:%d: ", opt_origin, opt_origin_line);
+	else
+		fputs("iserfuse: ", stderr);
+	va_start(ap, fmt);
+	vfprintf(stderr, fmt, ap);
+	va_end(ap);
+	fputc('\n', stderr);
+}
+
+const char *gw_settings_where(const struct gw_settings *o, int id, char *buf, size_t cap)
+{
+	int line = id == GW_WHERE_URL ? o->url_line : id == GW_WHERE_MOUNTPOINT ? o->mountpoint_line
+		 : id >= 0 && id < GW_OPT_COUNT ? o->line[id] : 0;
+	if (line > 0 && o->conf_path)
+		snprintf(buf, cap, "%s:%d: ", o->conf_path, line);
+	else if (cap)
+		buf[0] = '\0';
+	return buf;
+}
 
 /* The fuse_opt templates: one per table row ("key=" or "key" for a flag), then the fixed words. */
 static char opt_templ[GW_OPT_COUNT][48];
@@ -125,13 +159,11 @@ static int opt_proc(void *data, const char *arg, int key, struct fuse_args *outa
 			return 0; /* fstab annotations (x-systemd.*, ...) */
 		int i = gw_opt_find(arg);
 		if (i >= 0 && gw_opts[i].kind != GW_OPT_FLAG && !strchr(arg, '=')) {
-			fprintf(stderr, "iserfuse: %s%soption '%s' needs a value: -o %s=%s\n", opt_origin ? opt_origin : "",
-				opt_origin ? ": " : "", arg, arg, gw_opts[i].arg);
+			opt_error("option '%s' needs a value: -o %s=%s", arg, arg, gw_opts[i].arg);
 			return -1;
 		}
 		if (i >= 0 && gw_opts[i].kind == GW_OPT_FLAG && strchr(arg, '=')) {
-			fprintf(stderr, "iserfuse: %s%soption '%s' takes no value: -o %s\n", opt_origin ? opt_origin : "",
-				opt_origin ? ": " : "", arg, gw_opts[i].key);
+			opt_error("option '%s' takes no value: -o %s", arg, gw_opts[i].key);
 			return -1;
 		}
 		return 1;
@@ -158,6 +190,7 @@ static int opt_proc(void *data, const char *arg, int key, struct fuse_args *outa
 		return 0;
 	case KEY_RW:
 		o->given[GW_OPT_RO] = true;
+		o->line[GW_OPT_RO] = opt_origin ? opt_origin_line : 0;
 		o->ro_off = true;
 		return 1; /* the kernel mount follows the last of ro and rw */
 	default:
@@ -169,20 +202,20 @@ static int opt_proc(void *data, const char *arg, int key, struct fuse_args *outa
 	const struct gw_opt *t = &gw_opts[id];
 	const char *val = arg + strlen(t->key) + 1;
 	o->given[id] = true;
+	o->line[id] = opt_origin ? opt_origin_line : 0;
 	if (id == GW_OPT_RO)
 		o->ro_off = false;
 	if (t->kind == GW_OPT_FLAG)
 		return t->to_fuse; /* ro: the kernel mount is read-only too; allow_other is libfuse's */
 	char err[256];
 	if (t->kind == GW_OPT_STR && gw_mpath_opt(o, id, val, err, sizeof(err))) {
-		fprintf(stderr, "iserfuse: %s%s%s\n", opt_origin ? opt_origin : "", opt_origin ? ": " : "", err);
+		opt_error("%s", err);
 		return -1;
 	}
 	if (id == GW_OPT_PORTAL)
 		return 0; /* repeatable: each one was added to o->portals */
 	if (t->kind == GW_OPT_STR && !*val && t->arg && !strcmp(t->arg, "PATH")) {
-		fprintf(stderr, "iserfuse: %s%sbad option '%s=': the path is empty\n", opt_origin ? opt_origin : "",
-			opt_origin ? ": " : "", t->key);
+		opt_error("bad option '%s=': the path is empty", t->key);
 		return -1;
 	}
 	if (t->kind == GW_OPT_STR) {
@@ -192,7 +225,7 @@ static int opt_proc(void *data, const char *arg, int key, struct fuse_args *outa
 		return o->str[id] ? 0 : -1;
 	}
 	if (gw_opt_parse_num(id, val, &o->num[id], err, sizeof(err))) {
-		fprintf(stderr, "iserfuse: %s%s%s\n", opt_origin ? opt_origin : "", opt_origin ? ": " : "", err);
+		opt_error("%s", err);
 		return -1;
 	}
 	return 0;
@@ -206,10 +239,77 @@ void gw_settings_free(struct gw_settings *o)
 		explicit_bzero(o->url, strlen(o->url));
 	free(o->url);
 	o->url = NULL;
+	free(o->conf_path);
+	o->conf_path = NULL;
 	for (int i = 0; i < GW_OPT_COUNT; i++) {
 		free(o->str[i]);
 		o->str[i] = NULL;
 	}
+}
+
+/*
+ * The options libfuse is to take (args, argv[0] first): 0 if a FUSE
+ * session takes them, else -1 with libfuse's reason in why (cap bytes),
+ * so that the caller can say where they came from.
+ */
+static int fuse_takes(const struct fuse_args *args, char *why, size_t cap)
+{
+	static const struct fuse_lowlevel_ops no_ops;
+	struct fuse_args t = FUSE_ARGS_INIT(0, NULL);
+	int rc = -1;
+	snprintf(why, cap, "out of memory");
+	for (int i = 0; i < args->argc; i++)
+		if (fuse_opt_add_arg(&t, args->argv[i]))
+			goto out;
+	gw_fuselog_capture(why, cap);
+	struct fuse_session *se = fuse_session_new(&t, &no_ops, sizeof(no_ops), NULL);
+	gw_fuselog_capture(NULL, 0);
+	if (se) {
+		fuse_session_destroy(se);
+		rc = 0;
+	} else if (!why[0]) {
+		snprintf(why, cap, "libfuse refuses the options");
+	}
+out:
+	fuse_opt_free_args(&t);
+	return rc;
+}
+
+/*
+ * One options = line of the configuration file (line `line`) parsed into
+ * c; the FUSE options it holds are appended to fuse_out.  Returns 0, or -1
+ * after printing one line naming the file and the line.
+ */
+static int parse_file_options(struct gw_settings *c, const char *path, int line, const char *options,
+			      struct fuse_args *fuse_out)
+{
+	struct fuse_args ca = FUSE_ARGS_INIT(0, NULL);
+	int rc = -1;
+	if (fuse_opt_add_arg(&ca, "iserfuse") || fuse_opt_add_arg(&ca, "-o") || fuse_opt_add_arg(&ca, options))
+		goto out;
+	opt_origin = path; /* a bad value names the file and the line */
+	opt_origin_line = line;
+	int prc = fuse_opt_parse(&ca, c, option_spec, opt_proc);
+	if (prc == -1)
+		goto out; /* opt_proc said why */
+	if (c->given[GW_OPT_CONFIG] || c->list || c->show_help || c->show_version) {
+		opt_error("config=, --list, --help and --version belong on the command line");
+		goto out;
+	}
+	char why[512];
+	if (ca.argc > 1 && fuse_takes(&ca, why, sizeof(why))) { /* an unknown option: libfuse would say it without the line */
+		opt_error("%s", why);
+		goto out;
+	}
+	for (int i = 1; i < ca.argc; i++) /* allow_other, ro, ...: for libfuse */
+		if (fuse_opt_add_arg(fuse_out, ca.argv[i]))
+			goto out;
+	rc = 0;
+out:
+	opt_origin = NULL;
+	opt_origin_line = 0;
+	fuse_opt_free_args(&ca);
+	return rc;
 }
 
 /*
@@ -221,10 +321,12 @@ static int apply_config(struct gw_settings *o, struct fuse_args *args, struct gw
 	const char *path = o->str[GW_OPT_CONFIG] ? o->str[GW_OPT_CONFIG] : GW_CONFIG_DEFAULT;
 	const struct gw_config_target *t = NULL;
 	struct gw_settings c = {0};
-	struct fuse_args ca = FUSE_ARGS_INIT(0, NULL);
+	struct fuse_args fa = FUSE_ARGS_INIT(0, NULL);
 	int rc = -1;
 
 	if (gw_config_load(path, o->str[GW_OPT_CONFIG] != NULL, conf))
+		return -1;
+	if (conf->path && !(o->conf_path = strdup(conf->path)))
 		return -1;
 	if (o->url && !strstr(o->url, "://")) {
 		t = gw_config_find(conf, o->url);
@@ -237,32 +339,32 @@ static int apply_config(struct gw_settings *o, struct fuse_args *args, struct gw
 		o->url = strdup(t->url);
 		if (!o->url)
 			return -1;
+		o->url_line = t->url_line;
 		if (t->mountpoint && o->nonopts == 0 && !o->list) {
+			struct stat st;
+			if (stat(t->mountpoint, &st)) { /* before libfuse's own check, which cannot say where it came from */
+				fprintf(stderr, "iserfuse: %s:%d: mount point %s: %s\n", conf->path, t->mountpoint_line,
+					t->mountpoint, strerror(errno));
+				return -1;
+			}
 			fuse_opt_add_arg(args, t->mountpoint);
 			o->nonopts++;
+			o->mountpoint_line = t->mountpoint_line;
 		}
 	}
-	if (fuse_opt_add_arg(&ca, "iserfuse") ||
-	    (conf->options && (fuse_opt_add_arg(&ca, "-o") || fuse_opt_add_arg(&ca, conf->options))) ||
-	    (t && t->options && (fuse_opt_add_arg(&ca, "-o") || fuse_opt_add_arg(&ca, t->options))))
+	/* the global options, then the section's: a later value replaces an earlier one */
+	if (conf->options && parse_file_options(&c, conf->path, conf->options_line, conf->options, &fa))
 		goto out;
-	opt_origin = conf->path; /* a bad value names the file */
-	int prc = fuse_opt_parse(&ca, &c, option_spec, opt_proc);
-	opt_origin = NULL;
-	if (prc == -1)
-		goto out; /* opt_proc said why */
-	if (c.given[GW_OPT_CONFIG] || c.list || c.show_help || c.show_version) {
-		fprintf(stderr, "iserfuse: %s: config=, --list, --help and --version belong on the command line\n",
-			conf->path);
+	if (t && t->options && parse_file_options(&c, conf->path, t->options_line, t->options, &fa))
 		goto out;
-	}
-	for (int i = ca.argc - 1; i >= 1; i--) /* allow_other, ro, ...: the command line's come later and win */
-		if (fuse_opt_insert_arg(args, 1, ca.argv[i]))
+	for (int i = fa.argc - 1; i >= 0; i--) /* the command line's come later and win */
+		if (fuse_opt_insert_arg(args, 1, fa.argv[i]))
 			goto out;
 	for (int i = 0; i < GW_OPT_COUNT; i++) { /* the command line's values win */
 		if (o->given[i] || !c.given[i])
 			continue;
 		o->given[i] = true;
+		o->line[i] = c.line[i];
 		if (i == GW_OPT_RO)
 			o->ro_off = c.ro_off;
 		if (i < GW_OPT_NUMERIC_COUNT)
@@ -274,20 +376,25 @@ static int apply_config(struct gw_settings *o, struct fuse_args *args, struct gw
 		o->str[i] = c.str[i];
 		c.str[i] = NULL;
 	}
-	if (!o->str[GW_OPT_INITIATOR_NAME] && conf->initiator_name &&
-	    !(o->str[GW_OPT_INITIATOR_NAME] = strdup(conf->initiator_name)))
-		goto out;
-	if (!o->str[GW_OPT_SECRET_FILE] && t && t->secret_file && !(o->str[GW_OPT_SECRET_FILE] = strdup(t->secret_file)))
-		goto out;
+	if (!o->str[GW_OPT_INITIATOR_NAME] && conf->initiator_name) {
+		if (!(o->str[GW_OPT_INITIATOR_NAME] = strdup(conf->initiator_name)))
+			goto out;
+		o->line[GW_OPT_INITIATOR_NAME] = conf->initiator_name_line;
+	}
+	if (!o->str[GW_OPT_SECRET_FILE] && t && t->secret_file) {
+		if (!(o->str[GW_OPT_SECRET_FILE] = strdup(t->secret_file)))
+			goto out;
+		o->line[GW_OPT_SECRET_FILE] = t->secret_file_line;
+	}
 	rc = 0;
 out:
 	gw_settings_free(&c);
-	fuse_opt_free_args(&ca);
+	fuse_opt_free_args(&fa);
 	return rc;
 }
 
-/* -o log_level=: 0, or -1 after printing why. */
-static int set_log_level(const char *name)
+/* -o log_level=: 0, or -1 after printing why (where: gw_settings_where's prefix). */
+static int set_log_level(const char *where, const char *name)
 {
 	static const char *const names[] = {"error", "warn", "info", "debug"};
 	for (int i = 0; i < 4; i++) {
@@ -296,7 +403,7 @@ static int set_log_level(const char *name)
 			return 0;
 		}
 	}
-	fprintf(stderr, "iserfuse: bad option 'log_level=%s': error, warn, info or debug expected\n", name);
+	fprintf(stderr, "iserfuse: %sbad option 'log_level=%s': error, warn, info or debug expected\n", where, name);
 	return -1;
 }
 
@@ -307,12 +414,16 @@ int gw_settings_digests(struct iscsi_neg_config *neg, const struct iscsi_url *ur
 	const char *const from_opt[2] = {o->str[GW_OPT_HEADER_DIGEST], o->str[GW_OPT_DATA_DIGEST]};
 	for (int i = 0; i < 2; i++) {
 		if (from_url[i][0] && iscsi_neg_set_digest(neg, i == 1, from_url[i])) {
-			fprintf(stderr, "iserfuse: bad URL: %s=%s\n", names[i], from_url[i]);
+			char where[GW_WHERE_MAX];
+			fprintf(stderr, "iserfuse: %sbad URL: %s=%s\n", gw_settings_where(o, GW_WHERE_URL, where, sizeof(where)),
+				names[i], from_url[i]);
 			return -1;
 		}
 		if (from_opt[i] && iscsi_neg_set_digest(neg, i == 1, from_opt[i])) {
-			fprintf(stderr, "iserfuse: bad option '%s=%s': none, crc32c or auto expected\n", names[i],
-				from_opt[i]);
+			char where[GW_WHERE_MAX];
+			fprintf(stderr, "iserfuse: %sbad option '%s=%s': none, crc32c or auto expected\n",
+				gw_settings_where(o, i ? GW_OPT_DATA_DIGEST : GW_OPT_HEADER_DIGEST, where, sizeof(where)),
+				names[i], from_opt[i]);
 			return -1;
 		}
 	}
@@ -332,14 +443,16 @@ int gw_settings_parse(struct gw_settings *o, struct fuse_args *args)
 
 int gw_settings_load(struct gw_settings *o, struct fuse_args *args, struct gw_config *conf)
 {
-	char nerr[160];
+	char nerr[160], where[GW_WHERE_MAX];
 	if (apply_config(o, args, conf) || gw_mpath_settle(o))
 		return -1;
-	if (o->str[GW_OPT_LOG_LEVEL] && set_log_level(o->str[GW_OPT_LOG_LEVEL]))
+	if (o->str[GW_OPT_LOG_LEVEL] &&
+	    set_log_level(gw_settings_where(o, GW_OPT_LOG_LEVEL, where, sizeof(where)), o->str[GW_OPT_LOG_LEVEL]))
 		return -1;
 	if (o->str[GW_OPT_INITIATOR_NAME] && iscsi_name_check(o->str[GW_OPT_INITIATOR_NAME], nerr, sizeof(nerr))) {
-		fprintf(stderr, "iserfuse: bad option 'initiator_name=%s': %s (RFC 7143 §4.2.7)\n",
-			o->str[GW_OPT_INITIATOR_NAME], nerr);
+		fprintf(stderr, "iserfuse: %sbad option 'initiator_name=%s': %s (RFC 7143 §4.2.7)\n",
+			gw_settings_where(o, GW_OPT_INITIATOR_NAME, where, sizeof(where)), o->str[GW_OPT_INITIATOR_NAME],
+			nerr);
 		return -1;
 	}
 	return 0;

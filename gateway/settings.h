@@ -39,7 +39,29 @@ struct gw_settings {
 	bool ro_off; /* the last of ro and rw was rw (given[GW_OPT_RO] is set by either) */
 	struct gw_portal portals[GW_PORTALS_MAX]; /* -o portal=, in the order given, no duplicates */
 	size_t nportals;
+	/*
+	 * Where values came from: the configuration file's line of each
+	 * option (its options = line, or its own key's), of the URL (the
+	 * section's url =) and of the mount point; 0 for the command line.
+	 */
+	int line[GW_OPT_COUNT];
+	int url_line, mountpoint_line;
+	char *conf_path; /* the configuration file read, owned; NULL if none */
 };
+
+/* gw_settings_where's id for the URL and for the mount point. */
+#define GW_WHERE_URL (-1)
+#define GW_WHERE_MOUNTPOINT (-2)
+/* Room for gw_settings_where's text. */
+#define GW_WHERE_MAX 4200
+
+/*
+ * The prefix of an error about a value: "PATH:LINE: " when option id (or
+ * GW_WHERE_URL, GW_WHERE_MOUNTPOINT) came from the configuration file,
+ * else "".  Written into buf (cap bytes, GW_WHERE_MAX is enough), which it
+ * returns.
+ */
+const char *gw_settings_where(const struct gw_settings *o, int id, char *buf, size_t cap);
 
 /*
  * Parse the command line in args into o (zeroed by the caller): the table's

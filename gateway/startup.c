@@ -68,24 +68,24 @@ static bool iserfuse_mounted_on(const char *path, char *src, size_t cap)
 }
 
 /* One line for stat's or access's errno; a stale FUSE mount gets the way out. */
-static void mountpoint_error(const char *mnt, int e)
+static void mountpoint_error(const char *where, const char *mnt, int e)
 {
 	if (e == ENOTCONN || e == ECONNABORTED)
-		fprintf(stderr, "iserfuse: mount point %s: %s (a FUSE mount whose daemon is gone: clear it with "
-			"fusermount3 -u %s)\n", mnt, strerror(e), mnt);
+		fprintf(stderr, "iserfuse: %smount point %s: %s (a FUSE mount whose daemon is gone: clear it with "
+			"fusermount3 -u %s)\n", where, mnt, strerror(e), mnt);
 	else
-		fprintf(stderr, "iserfuse: mount point %s: %s\n", mnt, strerror(e));
+		fprintf(stderr, "iserfuse: %smount point %s: %s\n", where, mnt, strerror(e));
 }
 
-int gw_mountpoint_check(const char *mnt)
+int gw_mountpoint_check(const char *where, const char *mnt)
 {
 	struct stat st;
 	if (stat(mnt, &st)) {
-		mountpoint_error(mnt, errno);
+		mountpoint_error(where, mnt, errno);
 		return -1;
 	}
 	if (!S_ISDIR(st.st_mode)) {
-		fprintf(stderr, "iserfuse: mount point %s is not a directory\n", mnt);
+		fprintf(stderr, "iserfuse: %smount point %s is not a directory\n", where, mnt);
 		return -1;
 	}
 	struct statfs sfs;
@@ -99,18 +99,18 @@ int gw_mountpoint_check(const char *mnt)
 	if (frc && errno == ECONNABORTED)
 		frc = statfs(mnt, &sfs);
 	if (frc || access(mnt, X_OK)) {
-		mountpoint_error(mnt, errno);
+		mountpoint_error(where, mnt, errno);
 		return -1;
 	}
 	char real[PATH_MAX], src[512];
 	if (realpath(mnt, real) && strcmp(real, "/") == 0) {
 		/* a mount on the root is out of this process's sight (the live check could never see it) and hides the system */
-		fprintf(stderr, "iserfuse: mount point %s is the root directory: choose an empty directory\n", mnt);
+		fprintf(stderr, "iserfuse: %smount point %s is the root directory: choose an empty directory\n", where, mnt);
 		return -1;
 	}
 	if (realpath(mnt, real) && iserfuse_mounted_on(real, src, sizeof(src))) {
-		fprintf(stderr, "iserfuse: %s already holds an iserfuse mount (%s): unmount it first (fusermount3 -u %s)\n",
-			mnt, src, mnt);
+		fprintf(stderr, "iserfuse: %s%s already holds an iserfuse mount (%s): unmount it first (fusermount3 -u %s)\n",
+			where, mnt, src, mnt);
 		return -1;
 	}
 	return 0;

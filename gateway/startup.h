@@ -16,9 +16,11 @@
  * mount yet (/proc/self/mountinfo: a fuse.iserfuse mount on it would stack
  * a second session on the same LUNs).  Returns 0, or -1 after printing one
  * line: stat's error (for ENOTCONN, a stale FUSE mount, how to clear it),
- * "is not a directory", or the mount already there.
+ * "is not a directory", or the mount already there, after where (the
+ * configuration file's "PATH:LINE: " when the mount point came from it,
+ * else "").
  */
-int gw_mountpoint_check(const char *mnt);
+int gw_mountpoint_check(const char *where, const char *mnt);
 
 /*
  * The largest FUSE request in bytes this kernel and libfuse accept:
@@ -41,7 +43,7 @@ void gw_fsname_opt(const struct iscsi_url *u, char *out, size_t cap);
  * else the systemd journal when /run/systemd/journal/socket exists, else
  * syslog when /dev/log exists.  Returns 0, or -1 after printing one line.
  */
-int gw_logdest_prepare(const char *log_file);
+int gw_logdest_prepare(const char *where, const char *log_file);
 
 /* For the start-up line: "messages go to /var/log/x.log", "messages go to the systemd journal (...)", ... */
 const char *gw_logdest_name(void);

@@ -190,7 +190,13 @@ int gw_stop(struct gw *g, struct fuse_session *se, struct gw_sync_batch **batch)
 	 */
 	if (blk_retry_drain(g->retry, (int)g->retry_budget_ms + 5000)) /* commands waiting to be retried */
 		log_err("retries still pending at shutdown");
-	gw_sess_drain(g, 30000); /* replies still in flight after the last FUSE request */
+	gw_sess_drain(g, 30000); /* replies still in flight after the last FUSE request, callbacks returned */
+	/*
+	 * A reply later than that (a drain that timed out) finds the channel
+	 * closed: libfuse keeps quiet about it for an exited session instead
+	 * of printing "fuse: writing device: Bad file descriptor".
+	 */
+	fuse_session_exit(se);
 	fuse_session_unmount(se);
 	*batch = sync_batch_new(gw_nluns(g));
 	int unsynced = 0;

@@ -201,3 +201,33 @@ int iscsi_lun_write_protect(struct iscsi_session *s, uint64_t lun_field, void *v
 		*wp = v;
 	return rc;
 }
+
+int iscsi_lun_deallocated(struct iscsi_session *s, uint64_t lun_field, uint64_t nblocks, void *vbuf, size_t buflen,
+			  unsigned max_cmds, uint64_t *deallocated,
+			  void (*on_ua)(void *arg, const struct scsi_sense *sense), void *arg)
+{
+	struct scsi_lba_status st[64];
+	uint8_t cdb[SCSI_CDB_MAX], *buf = vbuf;
+	uint32_t len = buflen > 8 + 16 * 64 ? 8 + 16 * 64 : (uint32_t)buflen, got;
+	uint64_t lba = 0, sum = 0;
+	if (len < 24)
+		return -EINVAL;
+	for (unsigned c = 0; c < max_cmds && lba < nblocks; c++) {
+		size_t n = 0;
+		bool more;
+		int rc = run_ua(s, lun_field, cdb, scsi_cdb_get_lba_status(cdb, lba, len), buf, len, &got, on_ua, arg);
+		if (rc == 0)
+			rc = scsi_parse_lba_status(buf, got, st, 64, &n, &more);
+		if (rc)
+			return rc;
+		if (n == 0 || st[0].lba != lba)
+			return -EPROTO; /* the first descriptor starts at the LBA asked about (§5.8.2) */
+		uint64_t next;
+		sum += scsi_lba_status_deallocated(st, n, lba, nblocks, &next);
+		if (next <= lba)
+			return -EPROTO;
+		lba = next;
+	}
+	*deallocated = sum;
+	return 0;
+}

@@ -74,6 +74,19 @@ int iscsi_lun_probe(struct iscsi_session *s, uint16_t lun, void *buf, size_t buf
 int iscsi_lun_write_protect(struct iscsi_session *s, uint64_t lun_field, void *buf, size_t buflen, bool *wp,
 			    void (*on_ua)(void *arg, const struct scsi_sense *sense), void *arg);
 
+/*
+ * The LUN's deallocated blocks (thin provisioning, SBC-3 §4.7), from GET
+ * LBA STATUS (§5.8) walked from LBA 0 to nblocks, at most max_cmds
+ * commands: what lies beyond the last answer counts as mapped.  buf:
+ * scratch payload buffer of buflen bytes (>= 24).  UNIT ATTENTIONs go to
+ * on_ua (may be NULL).  Sets *deallocated and returns 0, or returns a
+ * negative errno (the command failed, -EPROTO for an answer that does not
+ * start at the LBA asked about).
+ */
+int iscsi_lun_deallocated(struct iscsi_session *s, uint64_t lun_field, uint64_t nblocks, void *buf, size_t buflen,
+			  unsigned max_cmds, uint64_t *deallocated,
+			  void (*on_ua)(void *arg, const struct scsi_sense *sense), void *arg);
+
 /* Which READ CAPACITY iscsi_lun_read_capacity sends. */
 enum iscsi_read_capacity_mode {
 	ISCSI_READ_CAPACITY_AUTO, /* (16), and (10) if that fails (the probe) */

@@ -87,14 +87,26 @@ static void ctx_put(struct mpath *m, struct mp_cmd *c)
 	m->free = c;
 }
 
+/* The caller's callback of a context just put back (lock held): runs it with the lock dropped, counted. */
+static void run_callback_unlock(struct mpath *m, iscsi_cmd_cb cb, void *arg, const struct iscsi_cmd_result *res)
+{
+	atomic_fetch_add_explicit(&m->callbacks_running, 1, memory_order_relaxed);
+	pthread_mutex_unlock(&m->lock);
+	cb(arg, res);
+	if (atomic_fetch_sub_explicit(&m->callbacks_running, 1, memory_order_acq_rel) == 1) {
+		pthread_mutex_lock(&m->lock); /* mpath_drain reads the count under the lock */
+		pthread_cond_broadcast(&m->drain_cv);
+		pthread_mutex_unlock(&m->lock);
+	}
+}
+
 void mp_complete(struct mpath *m, struct mp_cmd *c, const struct iscsi_cmd_result *res)
 {
 	iscsi_cmd_cb cb = c->cb;
 	void *arg = c->arg;
 	pthread_mutex_lock(&m->lock);
 	ctx_put(m, c);
-	pthread_mutex_unlock(&m->lock);
-	cb(arg, res);
+	run_callback_unlock(m, cb, arg, res);
 }
 
 void mp_fail(struct mpath *m, struct mp_cmd *c, int err)
@@ -203,8 +215,7 @@ static void mp_done(void *arg, const struct iscsi_cmd_result *res)
 		iscsi_cmd_cb cb = c->cb;
 		void *cb_arg = c->arg;
 		ctx_put(m, c);
-		pthread_mutex_unlock(&m->lock);
-		cb(cb_arg, res);
+		run_callback_unlock(m, cb, cb_arg, res);
 		return;
 	}
 	c->tries++;

@@ -195,7 +195,8 @@ void mpath_latency(struct mpath *m, uint64_t out[LAT_BUCKETS]);
 void mpath_stopping(struct mpath *m, int grace_ms);
 
 /* Wait up to timeout_ms for every command to complete, also those out on a path after the
- * replacement timeout failed the held ones: 0 or -ETIMEDOUT. */
+ * replacement timeout failed the held ones, and for their callbacks to have returned (not to
+ * be called from one): 0 or -ETIMEDOUT. */
 int mpath_drain(struct mpath *m, int timeout_ms);
 
 /*

@@ -81,6 +81,12 @@ struct mpath {
 	size_t nctx;
 	struct mp_cmd *free;
 	unsigned worker_out, total_out;
+	/*
+	 * Callers' callbacks given a result whose context is back (total_out
+	 * no longer counts it) but which have not returned: mpath_drain waits
+	 * for these too.  The last one out broadcasts drain_cv under the lock.
+	 */
+	_Atomic unsigned callbacks_running;
 	unsigned peak_out;           /* the most commands in flight through the set at once */
 	struct mp_cmd *held_head, *held_tail;
 	unsigned nheld;

@@ -376,7 +376,7 @@ int mpath_drain(struct mpath *m, int timeout_ms)
 	int rc = 0;
 	pthread_mutex_lock(&m->lock);
 	/* also after the replacement timeout: what is out on a path completes when its session fails it */
-	while (m->total_out > 0)
+	while (m->total_out > 0 || atomic_load_explicit(&m->callbacks_running, memory_order_acquire) > 0)
 		if (pthread_cond_timedwait(&m->drain_cv, &m->lock, &dl) == ETIMEDOUT) {
 			rc = -ETIMEDOUT;
 			break;

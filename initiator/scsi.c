@@ -10,6 +10,7 @@
  */
 #include "scsi.h"
 
+#include <ctype.h>
 #include <errno.h>
 #include <string.h>
 
@@ -252,6 +253,28 @@ int scsi_parse_lba_status(const uint8_t *buf, size_t len, struct scsi_lba_status
 	return 0;
 }
 
+uint64_t scsi_lba_status_deallocated(const struct scsi_lba_status *st, size_t n, uint64_t from, uint64_t end,
+				     uint64_t *next)
+{
+	uint64_t sum = 0, at = from;
+
+	for (size_t i = 0; i < n && at < end; i++) {
+		uint64_t lo = st[i].lba, hi = st[i].lba + st[i].nblocks; /* no wrap: scsi_parse_lba_status */
+
+		if (hi <= at)
+			continue;
+		if (lo > at)
+			break; /* a gap: what lies in it is not described here */
+		if (hi > end)
+			hi = end;
+		if (st[i].status == SCSI_LBA_DEALLOCATED)
+			sum += hi - at;
+		at = hi;
+	}
+	*next = at;
+	return sum;
+}
+
 /* ---- string helpers ---- */
 
 static bool is_print(uint8_t c)
@@ -401,21 +424,24 @@ int scsi_parse_vpd_devid(const uint8_t *buf, size_t len, struct scsi_designator 
 	return 0;
 }
 
-static const struct scsi_designator *find_designator(const struct scsi_designator *d, size_t count,
-						     uint8_t type, size_t *from)
-{
-	for (size_t i = *from; i < count; i++) {
-		if (d[i].association == 0 && d[i].type == type && d[i].len > 0) {
-			*from = i + 1;
-			return &d[i];
-		}
-	}
-	*from = count;
-	return NULL;
-}
+/*
+ * The preference of udev's scsi_id for VPD 0x83 (the LU designator that
+ * becomes ID_SERIAL): each entry a designator type, an NAA field (NAA_ANY:
+ * any) and a code set, tried in this order over all the designators.
+ */
+#define NAA_ANY 0xff
+static const struct {
+	uint8_t type, naa, code_set;
+} desig_pref[] = {
+	{ SCSI_DESIG_NAA, 6, 1 },       { SCSI_DESIG_NAA, 6, 2 },       /* IEEE Registered Extended */
+	{ SCSI_DESIG_NAA, 5, 1 },       { SCSI_DESIG_NAA, 5, 2 },       /* IEEE Registered */
+	{ SCSI_DESIG_NAA, NAA_ANY, 1 }, { SCSI_DESIG_NAA, NAA_ANY, 2 }, /* locally assigned, the rest */
+	{ SCSI_DESIG_EUI64, NAA_ANY, 1 }, { SCSI_DESIG_EUI64, NAA_ANY, 2 },
+	{ SCSI_DESIG_T10, NAA_ANY, 1 },   { SCSI_DESIG_T10, NAA_ANY, 2 },
+};
 
-/* "<prefix><lowercase hex>"; -ERANGE if it does not fit. */
-static int name_hex(const struct scsi_designator *d, char prefix, char *out, size_t cap)
+/* "<type digit><lowercase hex>"; -ERANGE if it does not fit. */
+static int name_hex(const struct scsi_designator *d, char *out, size_t cap)
 {
 	static const char hex[] = "0123456789abcdef";
 	size_t need = 1 + 2 * (size_t)d->len;
@@ -423,7 +449,7 @@ static int name_hex(const struct scsi_designator *d, char prefix, char *out, siz
 
 	if (need + 1 > cap)
 		return -ERANGE;
-	out[o++] = prefix;
+	out[o++] = hex[d->type & 0x0f];
 	for (size_t i = 0; i < d->len; i++) {
 		out[o++] = hex[d->id[i] >> 4];
 		out[o++] = hex[d->id[i] & 0x0f];
@@ -432,27 +458,49 @@ static int name_hex(const struct scsi_designator *d, char prefix, char *out, siz
 	return (int)o;
 }
 
+/* What udev keeps in a name: letters, digits and "#+-.:=@_"; the rest becomes '_'. */
+static char udev_char(uint8_t c)
+{
+	if ((c >= '0' && c <= '9') || (c >= 'A' && c <= 'Z') || (c >= 'a' && c <= 'z') || strchr("#+-.:=@_", c))
+		return (char)c;
+	return '_';
+}
+
 /*
- * ASCII designator: trailing spaces/NULs trimmed, ' ' -> '_', '/' -> '-',
- * other non-printables dropped.  0 when nothing is left, -ERANGE if it
- * does not fit.
+ * ASCII designator as udev names it: the type digit, then the text up to
+ * the first NUL with leading and trailing blanks dropped, each run of
+ * blanks one '_', and other characters outside udev's set '_'.
+ * -ERANGE if it does not fit.
  */
 static int name_ascii(const struct scsi_designator *d, char *out, size_t cap)
 {
-	size_t end = d->len, o = 0;
+	size_t end = 0, start = 0, o = 0;
+	bool blank = false;
 
-	while (end > 0 && (d->id[end - 1] == ' ' || d->id[end - 1] == '\0'))
+	while (end < d->len && d->id[end] != '\0')
+		end++;
+	while (start < end && isspace(d->id[start]))
+		start++;
+	while (end > start && isspace(d->id[end - 1]))
 		end--;
-	for (size_t i = 0; i < end; i++) {
+	if (cap < 2)
+		return -ERANGE;
+	out[o++] = "0123456789abcdef"[d->type & 0x0f];
+	for (size_t i = start; i < end; i++) {
 		uint8_t c = d->id[i];
 
-		if (!is_print(c))
+		if (isspace(c)) {
+			blank = true;
 			continue;
-		if (o + 1 >= cap) {
+		}
+		if (o + 1 + blank >= cap) {
 			out[0] = '\0'; /* no half name left behind */
 			return -ERANGE;
 		}
-		out[o++] = c == ' ' ? '_' : c == '/' ? '-' : (char)c;
+		if (blank)
+			out[o++] = '_';
+		blank = false;
+		out[o++] = udev_char(c);
 	}
 	out[o] = '\0';
 	return (int)o;
@@ -460,32 +508,24 @@ static int name_ascii(const struct scsi_designator *d, char *out, size_t cap)
 
 int scsi_designator_name(const struct scsi_designator *d, size_t count, char *out, size_t cap)
 {
-	static const uint8_t pref[] = { SCSI_DESIG_NAA, SCSI_DESIG_EUI64, SCSI_DESIG_T10, SCSI_DESIG_SCSI_NAME };
-
 	if (!out || cap == 0)
 		return -ERANGE;
 	out[0] = '\0';
 	if (!d)
 		return -ENOENT;
-	for (size_t p = 0; p < sizeof(pref); p++) {
-		const struct scsi_designator *x;
-		size_t from = 0;
+	for (size_t p = 0; p < sizeof(desig_pref) / sizeof(desig_pref[0]); p++) {
+		for (size_t i = 0; i < count; i++) {
+			const struct scsi_designator *x = &d[i];
 
-		while ((x = find_designator(d, count, pref[p], &from)) != NULL) {
-			int r;
-
-			if (pref[p] == SCSI_DESIG_NAA)
-				r = name_hex(x, '3', out, cap);
-			else if (pref[p] == SCSI_DESIG_EUI64)
-				r = name_hex(x, '2', out, cap);
-			else
-				r = name_ascii(x, out, cap);
-			if (r != 0)
-				return r;
-			/* an ASCII designator with nothing printable: try the next one */
+			if (x->association != 0 || x->type != desig_pref[p].type ||
+			    x->code_set != desig_pref[p].code_set || x->len == 0)
+				continue;
+			/* the NAA field is the high nibble of the first byte, in either code set (as udev reads it) */
+			if (desig_pref[p].naa != NAA_ANY && x->id[0] >> 4 != desig_pref[p].naa)
+				continue;
+			return x->code_set == 1 ? name_hex(x, out, cap) : name_ascii(x, out, cap);
 		}
 	}
-	out[0] = '\0';
 	return -ENOENT;
 }
 
@@ -594,6 +634,19 @@ uint64_t scsi_lun_encode(uint16_t lun)
 		b1 = lun & 0xffu;
 	}
 	return b0 << 56 | b1 << 48;
+}
+
+int scsi_lun_decode(uint64_t field)
+{
+	unsigned b0 = (unsigned)(field >> 56), b1 = (unsigned)(field >> 48) & 0xffu;
+
+	if ((field & 0x0000ffffffffffffull) != 0)
+		return -EINVAL; /* a second level */
+	if (b0 == 0)
+		return (int)b1;
+	if (b0 >> 6 == 1)
+		return (int)((b0 & 0x3fu) << 8 | b1);
+	return -EINVAL;
 }
 
 /* ---- READ CAPACITY ---- */

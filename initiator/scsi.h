@@ -161,6 +161,16 @@ struct scsi_lba_status {      /* one LBA status descriptor (SBC-3 §5.8.2) */
  */
 int scsi_parse_lba_status(const uint8_t *buf, size_t len, struct scsi_lba_status *out, size_t max,
 			  size_t *count, bool *more);
+/*
+ * Of the n descriptors st (in the order scsi_parse_lba_status checked),
+ * the blocks in [from, end) that are deallocated (SBC-3 §4.7.4.3:
+ * PROVISIONING STATUS 1; anchored ones hold their resources and count as
+ * used), counted from `from` on as long as the descriptors cover the range
+ * without a gap.  *next gets the first LBA they do not cover (end at
+ * most): where the next GET LBA STATUS starts.
+ */
+uint64_t scsi_lba_status_deallocated(const struct scsi_lba_status *st, size_t n, uint64_t from, uint64_t end,
+				     uint64_t *next);
 
 /* ---- Parsers ---- */
 
@@ -207,11 +217,18 @@ struct scsi_designator {
  */
 int scsi_parse_vpd_devid(const uint8_t *buf, size_t len, struct scsi_designator *out, size_t max, size_t *count);
 /*
- * The preferred LU designator (NAA > EUI-64 > T10 > SCSI name, association
- * 0) formatted like /dev/disk/by-id: NAA and EUI-64 as lowercase hex with
- * their prefix digit ("3" for NAA, "2" for EUI-64, as udev does), ASCII
- * designators with spaces turned into '_' and '/' into '-'.  Returns the
- * string length, or -ENOENT if none.
+ * The LU designator (association 0) that udev's scsi_id takes for
+ * ID_SERIAL, formatted as it does, so that /dev/disk/by-id/scsi-<name>
+ * and this name agree.  The preference, over all the designators in turn,
+ * binary before ASCII within each: NAA IEEE Registered Extended (NAA 6),
+ * IEEE Registered (NAA 5), any other NAA (3, locally assigned), EUI-64,
+ * T10 vendor ID; designators in UTF-8, vendor-specific and SCSI name
+ * strings are not used.  Binary: the designator type digit ("3" NAA, "2"
+ * EUI-64, "1" T10) and lowercase hex.  ASCII: the type digit and the text
+ * to its first NUL, outer blanks dropped, each run of blanks one '_',
+ * characters other than letters, digits and "#+-.:=@_" as '_'.  Returns
+ * the string length, -ENOENT if none, -ERANGE if out (cap bytes) is too
+ * small (out is "" then).
  */
 int scsi_designator_name(const struct scsi_designator *d, size_t count, char *out, size_t cap);
 
@@ -238,6 +255,13 @@ int scsi_parse_vpd_lbp(const uint8_t *buf, size_t len, struct scsi_lbp *out);
 int scsi_parse_report_luns(const uint8_t *buf, size_t len, uint16_t *luns, size_t max, size_t *count, size_t *total);
 /* Encode a LUN number as the 8-byte BHS LUN field (peripheral for < 256, flat otherwise), big endian u64. */
 uint64_t scsi_lun_encode(uint16_t lun);
+/*
+ * The LUN number of an 8-byte BHS LUN field (SAM-5 §4.7): single level,
+ * peripheral addressing on bus 0 or flat space addressing, as
+ * scsi_lun_encode writes them.  Returns the number (0..16383), or -EINVAL
+ * for any other form.
+ */
+int scsi_lun_decode(uint64_t field);
 
 struct scsi_capacity {
 	uint64_t nblocks;        /* number of logical blocks (RETURNED LBA + 1) */

@@ -276,12 +276,18 @@ void iscsi_session_get_latency(struct iscsi_session *s, uint64_t out[LAT_BUCKETS
 	lat_hist_snapshot(&s->lat, out);
 }
 
+/* A completion's callback has not returned yet (never called from a callback). */
+static bool callbacks_busy(struct iscsi_session *s)
+{
+	return atomic_load_explicit(&s->callbacks_running, memory_order_acquire) > 0;
+}
+
 int iscsi_session_drain(struct iscsi_session *s, int timeout_ms)
 {
 	struct timespec dl = clk_deadline_ms(timeout_ms);
 	int rc = 0;
 	pthread_mutex_lock(&s->lock);
-	while (s->state != SS_CLOSED && !s->fail_fast && s->outstanding > 0)
+	while ((s->state != SS_CLOSED && !s->fail_fast && s->outstanding > 0) || callbacks_busy(s))
 		if (pthread_cond_timedwait(&s->state_cv, &s->lock, &dl) == ETIMEDOUT) {
 			rc = -ETIMEDOUT;
 			break;
@@ -306,7 +312,7 @@ void iscsi_session_close(struct iscsi_session *s, int timeout_ms)
 {
 	struct timespec dl = clk_deadline_ms(timeout_ms);
 	pthread_mutex_lock(&s->lock);
-	while (s->state != SS_CLOSED && !s->fail_fast && s->outstanding > 0)
+	while ((s->state != SS_CLOSED && !s->fail_fast && s->outstanding > 0) || callbacks_busy(s))
 		if (pthread_cond_timedwait(&s->state_cv, &s->lock, &dl) == ETIMEDOUT)
 			break;
 	/* No more recovery: a connect or login in progress ends at once (-ECANCELED). */

@@ -170,8 +170,11 @@ void iscsi_session_get_latency(struct iscsi_session *s, uint64_t out[LAT_BUCKETS
 void iscsi_session_stopping(struct iscsi_session *s, int grace_ms);
 
 /*
- * Wait up to timeout_ms for every outstanding command to complete.
- * Returns 0, or -ETIMEDOUT with commands still outstanding.
+ * Wait up to timeout_ms for every outstanding command to complete and its
+ * callback to have returned (a command counts as done before its callback
+ * runs: what the callback answers its own caller must not outlive the
+ * drain).  Not from a callback.  Returns 0, or -ETIMEDOUT with commands
+ * or callbacks still outstanding.
  */
 int iscsi_session_drain(struct iscsi_session *s, int timeout_ms);
 

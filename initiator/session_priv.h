@@ -209,6 +209,13 @@ struct iscsi_session {
 	 * away waits for 0 (sess_wait_direct) before destroying it.
 	 */
 	_Atomic unsigned direct_senders;
+	/*
+	 * Completions taken by sess_task_finish whose callback has not
+	 * returned yet: drain and close wait for these too (a callback
+	 * replies to the caller, whose own channel may close once drained).
+	 * The last one out broadcasts state_cv under the lock.
+	 */
+	_Atomic unsigned callbacks_running;
 	struct lat_hist lat;        /* submission to completion of commands that got an answer: lock-free (atomics) */
 };
 
@@ -253,8 +260,11 @@ struct task *sess_task_lookup(struct iscsi_session *s, uint32_t itt);
 void sess_task_finish(struct iscsi_session *s, struct task *t, struct completion *c);
 /* Forget t's per-connection state (CmdSN, Data-Out/Data-In progress, R2Ts): it is sent again from scratch. */
 void sess_task_reset(struct task *t);
-/* Run c's callback, lock NOT held; callbacks it runs may submit without waiting for a slot. */
-void sess_run_completion(struct completion *c);
+/*
+ * Run c's callback, lock NOT held; callbacks it runs may submit without
+ * waiting for a slot.  Then it is no longer one of s->callbacks_running.
+ */
+void sess_run_completion(struct iscsi_session *s, struct completion *c);
 /*
  * Complete every in-use task pick selects with err (a doomed or answered
  * one with its deferred_res), one at a time, dropping the lock around each

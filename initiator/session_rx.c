@@ -548,7 +548,7 @@ int sess_hook_rx_pdu(void *arg, const uint8_t *bhs, const uint8_t *data, uint32_
 	sess_window_admit(s);
 	pthread_mutex_unlock(&s->lock);
 	if (o.done)
-		sess_run_completion(&o.c);
+		sess_run_completion(s, &o.c);
 	if (o.ev.have)
 		s->cfg.on_async_sense(s->cfg.async_arg, o.ev.lun, &o.ev.sense);
 	return rc;

@@ -130,6 +130,8 @@ void sess_task_finish(struct iscsi_session *s, struct task *t, struct completion
 	}
 	c->cb = t->cmd.cb;
 	c->arg = t->cmd.arg;
+	if (c->cb)
+		atomic_fetch_add_explicit(&s->callbacks_running, 1, memory_order_relaxed);
 	if (!c->res.err)
 		lat_hist_add(&s->lat, (uint64_t)(clk_now_us() - t->submit_us));
 	t->in_use = false;
@@ -163,12 +165,17 @@ static _Thread_local int in_callback;
 bool iscsi_session_in_callback(void) { return in_callback > 0; }
 
 /* Run a completion taken by sess_task_finish; lock NOT held. */
-void sess_run_completion(struct completion *c)
+void sess_run_completion(struct iscsi_session *s, struct completion *c)
 {
-	if (c->cb) {
-		in_callback++;
-		c->cb(c->arg, &c->res);
-		in_callback--;
+	if (!c->cb)
+		return;
+	in_callback++;
+	c->cb(c->arg, &c->res);
+	in_callback--;
+	if (atomic_fetch_sub_explicit(&s->callbacks_running, 1, memory_order_acq_rel) == 1) {
+		pthread_mutex_lock(&s->lock); /* a drain waiting on state_cv sees the count under the lock */
+		pthread_cond_broadcast(&s->state_cv);
+		pthread_mutex_unlock(&s->lock);
 	}
 }
 
@@ -201,7 +208,7 @@ unsigned sess_complete_tasks(struct iscsi_session *s, bool (*pick)(const struct 
 		sess_task_finish(s, t, &c); /* else its PDUs still queued defer it to sess_hook_tx_done */
 		n++;
 		pthread_mutex_unlock(&s->lock);
-		sess_run_completion(&c);
+		sess_run_completion(s, &c);
 		pthread_mutex_lock(&s->lock);
 	}
 }

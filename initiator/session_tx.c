@@ -319,5 +319,5 @@ void sess_hook_tx_done(void *arg, const struct iscsi_tx_slot *slots, int n)
 	}
 	pthread_mutex_unlock(&s->lock);
 	for (int i = 0; i < ndone; i++)
-		sess_run_completion(&done[i]);
+		sess_run_completion(s, &done[i]);
 }

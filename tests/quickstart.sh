@@ -8,12 +8,17 @@
 #                                mount it, print what to do next
 #   tests/quickstart.sh stop     unmount and stop that target
 #
-# Running it again first unmounts and stops what the previous run started.
-# State lives in /tmp/iserfuse-quickstart.
+# Running it again first unmounts and stops what the previous run of the
+# same user started; `stop` touches that user's run only.  The user is the
+# one sudo was called by (SUDO_UID), else root; each has the state
+# directory /run/iserfuse-quickstart/uid-N (root's only: no other user can
+# plant a link there), or under $QUICKSTART_STATE_ROOT where that is set.
 set -euo pipefail
 
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
-state=/tmp/iserfuse-quickstart
+owner=${SUDO_UID:-$(id -u)}
+state_root=${QUICKSTART_STATE_ROOT:-/run/iserfuse-quickstart}
+state=$state_root/uid-$owner
 mnt=$state/mnt
 initiator=iqn.2026-11.org.example:quickstart
 
@@ -35,21 +40,32 @@ if [[ $# -gt 1 || ($# -eq 1 && $1 != stop) ]]; then
 	echo "usage: $0 [stop]" >&2
 	exit 2
 fi
+[[ $owner =~ ^[0-9]+$ ]] || die "SUDO_UID '$owner' is not a user id"
+
+# The state directories: root's own, real directories (not links).
+own_dir() {
+	[[ -L $1 ]] || mkdir -p "$1" || die "cannot make $1"
+	if [[ -L $1 || ! -d $1 || $(stat -c %u "$1") != 0 ]]; then
+		die "$1 is not a directory of root's: not using it"
+	fi
+	chmod 0700 "$1"
+}
 
 is_mounted() {
 	mountpoint -q "$1" 2>/dev/null || grep -qF " $1 " /proc/mounts 2>/dev/null
 }
 
-# Unmount and stop whatever an earlier run left.
+# Unmount and stop what an earlier run of this user left (nobody else's).
 stop_previous() {
 	local pid
+	[[ -d $state ]] || return 0
 	if is_mounted "$mnt"; then
 		say "unmounting $mnt"
 		fusermount3 -u "$mnt" 2>/dev/null || fusermount3 -uz "$mnt"
 	fi
 	if [[ -r $state/iserfuse.pid ]]; then
 		pid=$(<"$state/iserfuse.pid")
-		if _targets_is "$pid" iserfuse; then
+		if _targets_is "$pid" iserfuse "$mnt"; then
 			_targets_kill "$pid" 5
 		fi
 		rm -f "$state/iserfuse.pid"
@@ -59,6 +75,16 @@ stop_previous() {
 	fi
 	tgtd_stop "$state/tgtd"
 }
+
+# The helpers (tgtd_stop, _targets_is) need the packages only when called.
+# shellcheck source-path=SCRIPTDIR source=lib/targets.sh
+. "$root/tests/lib/targets.sh"
+
+if [[ ${1:-} == stop ]]; then # installs nothing
+	stop_previous
+	say "stopped"
+	exit 0
+fi
 
 # ---------------------------------------------------------------- packages
 
@@ -75,16 +101,6 @@ if ((${#missing[@]})); then
 	apt-get install -y "${packages[@]}"
 else
 	say "all packages already installed"
-fi
-
-# The helpers need the packages above (tgtd, ss).
-# shellcheck source-path=SCRIPTDIR source=lib/targets.sh
-. "$root/tests/lib/targets.sh"
-
-if [[ ${1:-} == stop ]]; then
-	stop_previous
-	say "stopped"
-	exit 0
 fi
 
 # ---------------------------------------------------------------- build
@@ -108,7 +124,9 @@ done
 # ---------------------------------------------------------------- target
 
 stop_previous
-mkdir -p "$state" "$mnt"
+own_dir "$state_root"
+own_dir "$state"
+mkdir -p "$mnt"
 say "starting tgtd with one 1 GiB LUN (sparse file in $state/tgtd)"
 tgtd_start "$state/tgtd" 1G 0 >/dev/null || die "tgtd did not start; see $state/tgtd/tgtd.log"
 

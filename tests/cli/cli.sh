@@ -209,19 +209,19 @@ done
 printf 'options = queue_depth=16,noop_timeout=0\n' >"$work/range.conf"
 rc=0
 timeout 10 "$iserfuse" -o "config=$work/range.conf" iscsi://192.0.2.1/iqn.2026-11.org.example:none "$mnt" >"$work/out" 2>&1 || rc=$?
-check_eq "a bad value in the configuration file: one line naming the file, exit 1" \
-	"$rc $(wc -l <"$work/out") $(grep -c "^iserfuse: $work/range.conf: bad option 'noop_timeout=0': an integer in 1..3600 expected$" "$work/out")" "1 1 1"
+check_eq "a bad value in the configuration file: one line naming the file and line, exit 1" \
+	"$rc $(wc -l <"$work/out") $(grep -c "^iserfuse: $work/range.conf:1: bad option 'noop_timeout=0': an integer in 1..3600 expected$" "$work/out")" "1 1 1"
 
 printf 'options = sessions=2, portal=203.0.113.1:70000\n' >"$work/range.conf"
 rc=0
 timeout 10 "$iserfuse" -o "config=$work/range.conf" iscsi://192.0.2.1/iqn.2026-11.org.example:none "$mnt" >"$work/out" 2>&1 || rc=$?
-check_eq "a bad portal= in the configuration file: one line naming the file, exit 1" \
-	"$rc $(wc -l <"$work/out") $(grep -c "^iserfuse: $work/range.conf: bad option 'portal=203.0.113.1:70000': bad port '70000'$" "$work/out")" "1 1 1"
+check_eq "a bad portal= in the configuration file: one line naming the file and line, exit 1" \
+	"$rc $(wc -l <"$work/out") $(grep -c "^iserfuse: $work/range.conf:1: bad option 'portal=203.0.113.1:70000': bad port '70000'$" "$work/out")" "1 1 1"
 printf 'options = multipath=off\n' >"$work/range.conf"
 rc=0
 timeout 10 "$iserfuse" -o "config=$work/range.conf,portal=203.0.113.1" iscsi://192.0.2.1/iqn.2026-11.org.example:none "$mnt" >"$work/out" 2>&1 || rc=$?
 check_eq "multipath=off in the configuration file and a portal= on the command line: one line, exit 1" \
-	"$rc $(wc -l <"$work/out") $(grep -c "^iserfuse: bad option 'multipath=off': portal= needs multipath=on$" "$work/out")" "1 1 1"
+	"$rc $(wc -l <"$work/out") $(grep -c "^iserfuse: $work/range.conf:1: bad option 'multipath=off': portal= needs multipath=on$" "$work/out")" "1 1 1"
 
 # IPv6 portals keep their brackets in messages.
 v6port=$(free_port)
@@ -318,7 +318,26 @@ run_fail1 "a -o config that is a directory: one line, exit 1" "^iserfuse: $work/
 	"$iserfuse" -o "config=$work/conf.d" "$url" "$mnt"
 run_fail1 "an empty -o config=: one line naming the option, exit 1" "^iserfuse: bad option 'config=': the path is empty$" \
 	"$iserfuse" -o "config=" "$url" "$mnt"
-run_fail1 "an unknown option in the file's options, exit 1" "frobnicate" "$iserfuse" -o "config=$conf" "$url" "$mnt"
+run_fail1 "an unknown option in the file's options: file and line 1, exit 1" \
+	"^iserfuse: $conf:1: fuse: unknown option\\(s\\): .-o frobnicate'\$" "$iserfuse" -o "config=$conf" "$url" "$mnt"
+run_fail1 "an unknown option on the command line: libfuse's line prefixed, exit 1" \
+	"^iserfuse: .*fuse: unknown option\\(s\\): .-o frobnicate'\$" "$iserfuse" -o frobnicate "$url" "$mnt"
+check_eq "an unknown option on the command line: no line without 'iserfuse: '" "$(grep -vc '^iserfuse: ' "$work/out" || true)" 0
+# Values found bad after the file is read name the file and the line too.
+printf '[lab]\n# the portal\nurl = iscsi://127.0.0.1:99999/%s\n' "${url##*/}" >"$conf"
+run_fail1 "a bad url = in a section: file and line 3, exit 1" "^iserfuse: $conf:3: bad URL: bad port '99999'\$" \
+	"$iserfuse" -o "config=$conf" lab "$mnt"
+run_fail1 "--list with a bad url = in a section: file and line 3, exit 1" "^iserfuse: $conf:3: bad URL: bad port '99999'\$" \
+	"$iserfuse" --list -o "config=$conf" lab
+printf '[lab]\nurl = %s\nsecret_file = %s\n' "$url" "$work/absent.secret" >"$conf"
+run_fail1 "a missing secret_file = in a section: file and line 3, exit 1" \
+	"^iserfuse: $conf:3: secret_file $work/absent.secret: No such file or directory\$" "$iserfuse" -o "config=$conf" lab "$mnt"
+printf '[lab]\nurl = %s\nmountpoint = %s\n' "$url" "$work/absent.mnt" >"$conf"
+run_fail1 "a missing mountpoint = in a section: file and line 3, exit 1" \
+	"^iserfuse: $conf:3: mount point $work/absent.mnt: No such file or directory\$" "$iserfuse" -o "config=$conf" lab
+printf 'options = ro\n[lab]\nurl = %s\noptions = transport=carrier-pigeon\n' "$url" >"$conf"
+run_fail1 "a bad transport= in a section's options: file and line 4, exit 1" \
+	"^iserfuse: $conf:4: bad option 'transport=carrier-pigeon'" "$iserfuse" -o "config=$conf" lab "$mnt"
 run_fail1 "a bad log_level, exit 1" "log_level=loud" "$iserfuse" -o log_level=loud "$url" "$mnt"
 
 # ---------------------------------------------------------------- a mount from a configuration section
@@ -391,7 +410,10 @@ if run_ok "iserfuse lab mounts section [lab] on its mountpoint" "$iserfuse" -o "
 	firsts=$(awk -F'[][]' '/^Designator Type:\(3\)/ { n = 1; next } n && /^Designator:/ { printf "%s", substr($2, 1, 1); n = 0 }' "$work/inq" | od -An -tx1 | tr -d ' \n' | sed 's/0a$//')
 	mine=$(cd "$mnt/by-id" && for f in wwn-0x*; do printf '%s' "${f:6:2}"; done)
 	check_eq "the wwn names start with the NAA bytes iscsi-inq shows" "$(echo "$mine" | fold -w2 | sort | tr -d '\n')" "$(echo "$firsts" | fold -w2 | sort | tr -d '\n')"
-	check "by-id/scsi-<id> names the preferred designator" test -n "$(find "$mnt/by-id" -name 'scsi-*')"
+	# udev's scsi_id prefers NAA 6 (IEEE Registered Extended) to tgtd's NAA 3 (locally assigned), which comes first
+	naa6=$(cd "$mnt/by-id" && for f in wwn-0x6*; do [[ -e $f ]] && printf '%s' "${f#wwn-0x}"; done)
+	check "tgtd reports an NAA 6 designator ($naa6)" test "${#naa6}" -eq 32
+	check_eq "by-id/scsi-<id> is udev's name: 3 and the NAA 6 designator" "$(cd "$mnt/by-id" && echo scsi-*)" "scsi-3$naa6"
 	check "by-id links resolve to lun1" cmp -n 65536 "$mnt/by-id/t10-$t10" "$mnt/lun1"
 	check "fusermount3 -u unmounts" unmount "$mnt"
 fi

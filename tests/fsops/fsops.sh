@@ -21,7 +21,9 @@
 # the -o ro mount), mode, owner and times kept, mtime and ctime following
 # writes, punches and zero ranges.
 # with -o writeback, SEEK_DATA/SEEK_HOLE count data not yet written back
-# and a punch over it leaves a hole in the backing file.
+# and a punch over it leaves a hole in the backing file; df: a thin LUN's
+# free space is what the target deallocated (a punch grows it), a thick
+# LUN shows 0 used.
 #
 # Prints "ok - ..." / "not ok - ..." and "N passed, M failed"; exits 1 if
 # anything failed, 77 (skip) when not root, 2 on bad usage.
@@ -428,6 +430,59 @@ backing_hole True"
 	daemon_pid=''
 else
 	fail "mount -o writeback $TGT_URL"
+	note "$work/mount.err"
+fi
+
+# ---------------------------------------------------------------- df
+
+# statfs (df): the LUN's capacity; free space on a thin LUN is what GET LBA
+# STATUS reports deallocated, which tgtd takes from the backing file's
+# holes (32 MiB less what du says); a fully provisioned LUN shows 0 used.
+# A figure is measured again at most every 3 s: the check polls.
+# df_free MNT: free bytes of the mount (f_bfree * f_frsize).
+df_free() { python3 -c 'import os,sys; s=os.statvfs(sys.argv[1]); print(s.f_bfree*s.f_frsize, s.f_blocks*s.f_frsize)' "$1"; }
+# df_until MNT WANT: poll up to 10 s until "FREE TOTAL" is WANT; prints the last.
+df_until() {
+	local got i
+	for ((i = 0; i < 100; i++)); do
+		got=$(df_free "$1") && [[ $got == "$2" ]] && break
+		sleep 0.1
+	done
+	printf '%s\n' "$got"
+}
+backing_free() { echo $((size - $(du -B1 "$1" | cut -f1))); }
+# mount_lun URL: a mount of URL on $mnt, its daemon in $daemon_pid; unmount_lun: gone again.
+mount_lun() {
+	timeout -k 10 120 "$iserfuse" -o initiator_name=iqn.2026-11.org.example:fsops "$1" "$mnt" \
+		>"$work/mount.out" 2>"$work/mount.err" </dev/null && is_mounted "$mnt" || return 1
+	daemon_pid=$(pgrep -nf -- "$iserfuse .*$mnt" || true)
+}
+unmount_lun() {
+	fusermount3 -u "$mnt" 2>/dev/null || true
+	[[ -n $daemon_pid ]] && _targets_wait_gone "$daemon_pid" 20
+	daemon_pid=''
+}
+if mount_lun "$TGT_URL/1"; then
+	dd if=/dev/urandom of="$mnt/lun1" bs=1M count=12 conv=notrunc,fsync status=none
+	want=$(backing_free "$work/tgtd/disk512.img")
+	check "thin lun1: 12 MiB written, the backing file holds at least that ($want bytes free)" test "$want" -le $((20 * MiB))
+	check_eq "thin lun1: df's free space is what the target has deallocated" "$(df_until "$mnt" "$want $size")" "$want $size"
+	fallocate -p -o $((2 * MiB)) -l $((4 * MiB)) "$mnt/lun1"
+	want2=$(backing_free "$work/tgtd/disk512.img")
+	check_eq "thin lun1: a 4 MiB punch frees 4 MiB on the target" "$want2" $((want + 4 * MiB))
+	check_eq "thin lun1: df's free space grows by the punch" "$(df_until "$mnt" "$want2 $size")" "$want2 $size"
+	unmount_lun
+else
+	fail "mount $TGT_URL/1 for df"
+	note "$work/mount.err"
+fi
+if mount_lun "$TGT_URL/3"; then
+	dd if=/dev/urandom of="$mnt/lun3" bs=1M count=8 conv=notrunc,fsync status=none
+	check_eq "thick lun3 with 8 MiB written: df shows 0 used" "$(df_free "$mnt")" "$size $size"
+	check_eq "thick lun3: df's Use% is 0%" "$(df --output=pcent "$mnt" | tail -n 1 | tr -d ' ')" "0%"
+	unmount_lun
+else
+	fail "mount $TGT_URL/3 for df"
 	note "$work/mount.err"
 fi
 

@@ -124,6 +124,10 @@ check_eq "every LUN 0 is tgtd's controller" \
 	"$(grep -c '^  Lun 0: type controller, IET Controller, id -$' "$work/out" || true)" 3
 check_eq "every disk LUN has a VPD 0x83 name" \
 	"$(grep '^  Lun [12]: type disk' "$work/out" | grep -vc ', id -$' || true)" 6
+# tgtd gives NAA 3 (locally assigned) before NAA 6 (IEEE Registered Extended):
+# udev's scsi_id, and so the id, takes the NAA 6 one ("3" and 32 hex digits).
+check_eq "every disk LUN's id is its NAA 6 designator, as udev names it" \
+	"$(grep '^  Lun [12]: type disk' "$work/out" | grep -Ec ', id 36[0-9a-f]{31}$' || true)" 6
 
 # Cross-check against libiscsi.  iscsi-ls -s prints the last LBA times the
 # block size, divided by 1024 while it is at least 1024, with k/M/G/T.

@@ -63,6 +63,27 @@ Test(cdb, get_lba_status)
 
 /* ================= UNMAP parameter list ================= */
 
+/* The deallocated blocks of a GET LBA STATUS answer, as statfs counts them. */
+Test(lba_status, deallocated_count)
+{
+	const struct scsi_lba_status st[] = {
+		{0, 100, SCSI_LBA_MAPPED}, {100, 50, SCSI_LBA_DEALLOCATED}, {150, 10, SCSI_LBA_ANCHORED},
+		{160, 40, SCSI_LBA_DEALLOCATED}, {300, 8, SCSI_LBA_DEALLOCATED},
+	};
+	uint64_t next;
+	/* anchored blocks hold their resources: used */
+	cr_assert_eq(scsi_lba_status_deallocated(st, 5, 0, 1000, &next), 90);
+	cr_assert_eq(next, 200); /* the gap at 200..300 is not described: the next command starts there */
+	/* from the middle of a descriptor, and the end of the LUN cuts the last one */
+	cr_assert_eq(scsi_lba_status_deallocated(st, 4, 120, 170, &next), 30 + 10);
+	cr_assert_eq(next, 170);
+	/* a descriptor wholly before `from` is skipped */
+	cr_assert_eq(scsi_lba_status_deallocated(st + 4, 1, 300, 304, &next), 4);
+	cr_assert_eq(next, 304);
+	cr_assert_eq(scsi_lba_status_deallocated(st, 0, 7, 10, &next), 0);
+	cr_assert_eq(next, 7);
+}
+
 Test(unmap_param, two_descriptors)
 {
 	uint8_t buf[64];

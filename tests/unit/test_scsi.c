@@ -567,31 +567,88 @@ Test(designator, t10_ascii)
 	char s[64];
 
 	d[0] = desig(2, SCSI_DESIG_SCSI_NAME, 3, "iqn.2001-04.com.example:t", 25);
-	d[1] = desig(0, SCSI_DESIG_T10, 2, "IET     0001/2\x01\0\0  ", 19);
-	cr_assert_eq(scsi_designator_name(d, 2, s, sizeof(s)), 14);
-	cr_assert_str_eq(s, "IET_____0001-2");
+	d[1] = desig(0, SCSI_DESIG_T10, 2, "  IET     0001/2\x01\0\0x", 20);
+	cr_assert_eq(scsi_designator_name(d, 2, s, sizeof(s)), 12);
+	cr_assert_str_eq(s, "1IET_0001_2_"); /* as udev: one '_' per run of blanks, '/' and \x01 as '_', up to the NUL */
 }
 
-Test(designator, scsi_name_last)
+/* scsi_designator_name of the n designators d is want. */
+static void expect_name(const struct scsi_designator *d, size_t n, const char *want)
+{
+	char s[64];
+	cr_assert_eq(scsi_designator_name(d, n, s, sizeof(s)), (int)strlen(want), "want %s", want);
+	cr_assert_str_eq(s, want);
+}
+
+/*
+ * tgtd's VPD 0x83 page, in its order: NAA 3 (locally assigned), NAA 6 (IEEE
+ * Registered Extended), T10.  udev's scsi_id names the disk after the NAA 6
+ * one: /dev/disk/by-id/scsi-360000000000000000e00000000010001.
+ */
+Test(designator, udev_order_on_tgtd)
+{
+	static const uint8_t naa3[8] = { 0x30, 0x00, 0x00, 0x00, 0x10, 0x00, 0x00, 0x01 };
+	static const uint8_t naa6t[16] = { 0x60, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00,
+					   0x0e, 0x00, 0x00, 0x00, 0x00, 0x01, 0x00, 0x01 };
+	struct scsi_designator d[3];
+
+	d[0] = desig(0, SCSI_DESIG_NAA, 1, naa3, 8);
+	d[1] = desig(0, SCSI_DESIG_NAA, 1, naa6t, 16);
+	d[2] = desig(0, SCSI_DESIG_T10, 2, "IET     00010001", 16);
+	expect_name(d, 3, "360000000000000000e00000000010001");
+	/* without the NAA 6: the locally assigned NAA before the T10 ID */
+	d[1] = d[2];
+	expect_name(d, 2, "33000000010000001");
+	expect_name(d + 1, 1, "1IET_00010001");
+}
+
+/* udev's id_search_list, each step against the ones after it, the better one given last. */
+Test(designator, udev_order_each_step)
+{
+	static const uint8_t naa5[8] = { 0x50, 0x01, 0x40, 0x5a, 0xbc, 0xde, 0xf0, 0x12 };
+	static const uint8_t naa3[8] = { 0x30, 0x00, 0x00, 0x00, 0x10, 0x00, 0x00, 0x01 };
+	static const uint8_t t10[4] = { 0xde, 0xad, 0xbe, 0xef };
+	const struct {
+		struct scsi_designator worse, better;
+		const char *want;
+	} steps[] = {
+		/* NAA 6 in ASCII (udev reads the NAA nibble of the first byte: '6' is 0x36) loses to NAA 5 */
+		{ desig(0, SCSI_DESIG_NAA, 2, "6001", 4), desig(0, SCSI_DESIG_NAA, 1, naa5, 8), "35001405abcdef012" },
+		{ desig(0, SCSI_DESIG_NAA, 1, naa3, 8), desig(0, SCSI_DESIG_NAA, 1, naa5, 8), "35001405abcdef012" },
+		/* binary before ASCII within a type */
+		{ desig(0, SCSI_DESIG_EUI64, 2, "eui", 3), desig(0, SCSI_DESIG_EUI64, 1, eui64, 8), "20025385a71b020ff" },
+		/* an ASCII NAA before any EUI-64 */
+		{ desig(0, SCSI_DESIG_EUI64, 1, eui64, 8), desig(0, SCSI_DESIG_NAA, 2, "3abc", 4), "33abc" },
+		/* a binary T10 ID in hex, before an ASCII one */
+		{ desig(0, SCSI_DESIG_T10, 2, "IET", 3), desig(0, SCSI_DESIG_T10, 1, t10, 4), "1deadbeef" },
+	};
+	for (size_t i = 0; i < sizeof(steps) / sizeof(steps[0]); i++) {
+		struct scsi_designator d[2] = { steps[i].worse, steps[i].better };
+		expect_name(d, 2, steps[i].want);
+	}
+}
+
+Test(designator, scsi_name_and_utf8_not_used)
 {
 	struct scsi_designator d[2];
 	char s[64];
 
 	d[0] = desig(1, SCSI_DESIG_T10, 2, "PORT", 4);
 	d[1] = desig(0, SCSI_DESIG_SCSI_NAME, 3, "naa.600140512345678\0\0\0", 22);
-	cr_assert_eq(scsi_designator_name(d, 2, s, sizeof(s)), 19);
-	cr_assert_str_eq(s, "naa.600140512345678");
+	cr_assert_eq(scsi_designator_name(d, 2, s, sizeof(s)), -ENOENT);
+	d[0] = desig(0, SCSI_DESIG_T10, 3, "UTF8", 4);
+	cr_assert_eq(scsi_designator_name(d, 1, s, sizeof(s)), -ENOENT);
 }
 
-Test(designator, empty_ascii_skipped)
+Test(designator, blank_t10_is_its_digit)
 {
 	struct scsi_designator d[2];
 	char s[64];
 
 	d[0] = desig(0, SCSI_DESIG_T10, 2, "   \0", 4);
 	d[1] = desig(0, SCSI_DESIG_SCSI_NAME, 3, "eui.0025385a", 12);
-	cr_assert_eq(scsi_designator_name(d, 2, s, sizeof(s)), 12);
-	cr_assert_str_eq(s, "eui.0025385a");
+	cr_assert_eq(scsi_designator_name(d, 2, s, sizeof(s)), 1);
+	cr_assert_str_eq(s, "1");
 }
 
 Test(designator, none)
@@ -617,8 +674,8 @@ Test(designator, output_too_small)
 	cr_assert_eq(scsi_designator_name(d, 1, s, 33), -ERANGE);
 	cr_assert_eq(scsi_designator_name(d, 1, s, 34), 33);
 	d[0] = desig(0, SCSI_DESIG_T10, 2, "ABCDEF", 6);
-	cr_assert_eq(scsi_designator_name(d, 1, s, 6), -ERANGE);
-	cr_assert_eq(scsi_designator_name(d, 1, s, 7), 6);
+	cr_assert_eq(scsi_designator_name(d, 1, s, 7), -ERANGE);
+	cr_assert_eq(scsi_designator_name(d, 1, s, 8), 7);
 	cr_assert_eq(scsi_designator_name(d, 1, s, 0), -ERANGE);
 }
 
@@ -876,6 +933,11 @@ Test(report_luns, lun_encode)
 	cr_assert_eq(scsi_lun_encode(256), 0x4100000000000000ull);
 	cr_assert_eq(scsi_lun_encode(300), 0x412c000000000000ull);
 	cr_assert_eq(scsi_lun_encode(0x3fff), 0x7fff000000000000ull);
+	for (unsigned lun = 0; lun <= 0x3fff; lun++)
+		cr_assert_eq(scsi_lun_decode(scsi_lun_encode((uint16_t)lun)), (int)lun);
+	cr_assert_eq(scsi_lun_decode(0x0101000000000000ull), -EINVAL); /* peripheral, bus 1 */
+	cr_assert_eq(scsi_lun_decode(0x0001000100000000ull), -EINVAL); /* a second level */
+	cr_assert_eq(scsi_lun_decode(0x8001000000000000ull), -EINVAL); /* logical unit addressing */
 }
 
 Test(report_luns, lun_encode_round_trip)

@@ -216,13 +216,76 @@ Test(settings, configuration_file, .init = cr_redirect_stderr, .fini = drop_conf
 	gw_settings_free(&o);
 	char want[256];
 	snprintf(want, sizeof(want),
-		 "iserfuse: %s: bad option 'path_selector=random': least-outstanding or round-robin expected\n"
-		 "iserfuse: bad option 'multipath=off': portal= needs multipath=on\n",
+		 "iserfuse: %s:1: bad option 'path_selector=random': least-outstanding or round-robin expected\n",
 		 conf);
 	drop_conf();
-	write_conf("options = multipath=off\n");
+	write_conf("# multipath off\n\noptions = multipath=off\n");
 	cr_expect_eq(load(&o, "portal=203.0.113.1"), -1);
 	gw_settings_free(&o);
+	snprintf(want + strlen(want), sizeof(want) - strlen(want),
+		 "iserfuse: %s:3: bad option 'multipath=off': portal= needs multipath=on\n", conf);
 	fflush(stderr);
 	cr_expect_stderr_eq_str(want);
+}
+
+/* Every error about a value from the configuration file names the file and the line it is on. */
+Test(settings, file_errors_name_file_and_line, .init = cr_redirect_stderr, .fini = drop_conf)
+{
+	static const char *const files[] = {
+		"# the global options\noptions = ro, queue_depth=0\n[lab]\nurl = iscsi://h/iqn.2026-11.org.example:x\n",
+		"options = ro\n[lab]\nurl = iscsi://h/iqn.2026-11.org.example:x\n\noptions = cmd_timeout\n",
+		"options = ro\n[lab]\noptions = sessions=2\nurl = iscsi://h/iqn.2026-11.org.example:x\n"
+		"options = multipath=off\n",
+		"\noptions = log_level=loud\n[lab]\nurl = iscsi://h/iqn.2026-11.org.example:x\n",
+		"initiator_name = iqn.2026-11.org.example:ok\ninitiator_name = x\n",
+		"\n\ninitiator_name = not an iqn\n[lab]\nurl = iscsi://h/iqn.2026-11.org.example:x\n",
+		"options = ro\n[lab]\nurl = iscsi://h/iqn.2026-11.org.example:x\noptions = config=/x\n",
+		"[lab]\nurl = iscsi://h/iqn.2026-11.org.example:x\noptions = multipath=off,sessions=2\n",
+		"options = header_digest=crc32c\n[lab]\n\noptions = data_digest=md5\nurl = iscsi://h/iqn.2026-11.org.example:x\n",
+	};
+	static const char *const want[] = {
+		":2: bad option 'queue_depth=0': an integer in 1..4096 expected",
+		":5: option 'cmd_timeout' needs a value: -o cmd_timeout=S",
+		":5: key 'options' given twice in lab",
+		":2: bad option 'log_level=loud': error, warn, info or debug expected",
+		":2: key 'initiator_name' given twice in the global part",
+		":3: bad option 'initiator_name=not an iqn': only letters, digits, '-', '.' and ':' are allowed (RFC 7143 §4.2.7)",
+		":4: config=, --list, --help and --version belong on the command line",
+		":3: bad option 'multipath=off': sessions=2 needs multipath=on",
+		"",
+	};
+	char expected[4096] = "";
+	struct gw_settings o;
+	struct iscsi_neg_config neg;
+	for (size_t i = 0; i < sizeof(files) / sizeof(files[0]); i++) {
+		write_conf(files[i]);
+		char cfg[96];
+		snprintf(cfg, sizeof(cfg), "config=%s", conf);
+		char *argv[] = {"iserfuse", "-o", cfg, "lab", "/mnt"};
+		struct fuse_args args = FUSE_ARGS_INIT(5, argv);
+		struct gw_config c = {0};
+		memset(&o, 0, sizeof(o));
+		int rc = gw_settings_parse(&o, &args);
+		if (!rc)
+			rc = gw_settings_load(&o, &args, &c);
+		if (want[i][0]) {
+			cr_expect_eq(rc, -1, "file %zu accepted", i);
+			snprintf(expected + strlen(expected), sizeof(expected) - strlen(expected), "iserfuse: %s%s\n",
+				 conf, want[i]);
+		} else {
+			/* the digests are checked later, against the URL's: the option's line, not the section's */
+			cr_expect_eq(rc, 0);
+			iscsi_neg_config_default(&neg);
+			struct iscsi_url u = {0};
+			cr_expect_eq(gw_settings_digests(&neg, &u, &o), -1);
+			snprintf(expected + strlen(expected), sizeof(expected) - strlen(expected),
+				 "iserfuse: %s:4: bad option 'data_digest=md5': none, crc32c or auto expected\n", conf);
+		}
+		gw_config_free(&c);
+		gw_settings_free(&o);
+		fuse_opt_free_args(&args);
+		drop_conf();
+	}
+	fflush(stderr);
+	cr_expect_stderr_eq_str(expected);
 }
