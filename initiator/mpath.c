@@ -444,7 +444,7 @@ int mpath_path_attach(struct mpath_path *p, struct iscsi_session *s, const char 
 	pthread_mutex_unlock(&m->lock);
 	/* Two paths or more: a lost path hands its commands back at once, to be re-issued on another. */
 	for (size_t i = 0; i < n; i++)
-		iscsi_session_set_replacement_timeout(ss[i], 0);
+		iscsi_session_join_multipath(ss[i]);
 	if (rc)
 		log_warn("path " ISCSI_HOSTPORT_FMT ": not usable yet (%s): checked again later",
 			 ISCSI_HOSTPORT_ARGS(p->host, p->port), why[0] ? why : strerror(-rc));
