@@ -111,7 +111,10 @@ static struct mpath_path *route(struct mpath *m, struct mp_cmd *c)
 		mp_hold(m, c);
 		return NULL;
 	}
-	p->outstanding++;
+	if (++p->outstanding == 1 && !m->stall_ticking) { /* the stall watch looks from the first command on */
+		m->stall_ticking = true;
+		pthread_cond_signal(&m->thread_cv);
+	}
 	c->path = p;
 	return p;
 }

@@ -109,6 +109,9 @@ struct mpath {
 	int64_t nopath_since;        /* ms: no path usable since (0: one is) */
 	bool nopath_failing;         /* past the replacement timeout with no path: new commands refused */
 	uint64_t failovers;
+	/* the mpath thread looks at the stalls within MP_STALL_TICK_MS, or there is nothing to watch (one usable path):
+	 * a path's first command need not wake it */
+	bool stall_ticking;
 	_Atomic uint32_t max_cmd_bytes; /* the first attached path's limit (relaxed) */
 };
 

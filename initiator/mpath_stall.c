@@ -144,6 +144,7 @@ int64_t mp_watch_stalls(struct mpath *m, int64_t now, int64_t wake)
 			ss[n++] = p->s;
 		}
 	}
+	m->stall_ticking = n || !m->multi || usable < 2;
 	if (!n)
 		return wake;
 	pthread_mutex_unlock(&m->lock);

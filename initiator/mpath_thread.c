@@ -247,7 +247,7 @@ void mpath_paths_route_check(struct mpath *m, int (*lookup)(void *arg, const cha
 		pthread_mutex_lock(&m->lock);
 		if (ifindex > 0)
 			p->ifindex = ifindex;
-		else if (up)
+		else if (up && !p->down_cause) /* a link down already named the cause */
 			p->down_cause = "route gone";
 		pthread_mutex_unlock(&m->lock);
 		if (ifindex > 0 && !up)
