@@ -406,7 +406,7 @@ static void on_net(void *arg, const struct netwatch_event *ev)
 	if (ev->kind == NETWATCH_LINK && (ev->removed || !ev->running)) {
 		int n = mpath_fail_ifindex(g->mp, ev->ifindex, ev->removed ? "link removed" : "link down");
 		if (n)
-			log_info("link %s down: %d path(s) failed", ev->ifname[0] ? ev->ifname : "?", n);
+			log_debug("link %s down: %d path(s) failed", ev->ifname[0] ? ev->ifname : "?", n);
 	}
 	mpath_paths_route_check(g->mp, route_ifindex, NULL);
 }

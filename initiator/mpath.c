@@ -123,7 +123,10 @@ static struct mpath_path *route(struct mpath *m, struct mp_cmd *c)
 		mp_hold(m, c);
 		return NULL;
 	}
-	p->outstanding++;
+	if (++p->outstanding == 1 && !m->stall_ticking) { /* the stall watch looks from the first command on */
+		m->stall_ticking = true;
+		pthread_cond_signal(&m->thread_cv);
+	}
 	c->path = p;
 	return p;
 }
@@ -455,7 +458,7 @@ int mpath_path_attach(struct mpath_path *p, struct iscsi_session *s, const char 
 	pthread_mutex_unlock(&m->lock);
 	/* Two paths or more: a lost path hands its commands back at once, to be re-issued on another. */
 	for (size_t i = 0; i < n; i++)
-		iscsi_session_set_replacement_timeout(ss[i], 0);
+		iscsi_session_join_multipath(ss[i]);
 	if (rc)
 		log_warn("path " ISCSI_HOSTPORT_FMT ": not usable yet (%s): checked again later",
 			 ISCSI_HOSTPORT_ARGS(p->host, p->port), why[0] ? why : strerror(-rc));

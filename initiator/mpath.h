@@ -22,7 +22,10 @@
  * With one attached path, the session's own recovery serves as today
  * (its replacement timeout, its re-issue); from the second attached path
  * on, every session hands commands back at once and the holding above
- * applies.
+ * applies; while two paths or more are usable, a path whose commands got
+ * no reply for much longer than its recent latency is pinged at once and
+ * dropped when the ping goes unanswered (mpath_stall.c).  Each path going
+ * down and coming back is one warning line, from the mpath's thread.
  *
  * Threads and locks: any thread submits; completions run on the paths'
  * event (or recovery) threads; the mpath's thread re-issues held commands,

@@ -17,6 +17,22 @@
 #define MP_RANK_UNUSABLE 9        /* alua_state_rank of a state that takes no commands */
 #define MP_TRIES_MAX 16          /* re-issues of one command before its last error is delivered */
 #define MP_RECHECK_MS 1000       /* a path not usable for its ALUA state or a failed check is checked again this often */
+/*
+ * Stall watch (mpath_stall.c), with another path usable: a path whose
+ * commands got no reply for ping_after ms gets a NOP-Out ping at once; no
+ * PDU within answer ms of it drops the path (its commands move).  Both from
+ * the path's recent p99 command latency, with floors and caps.
+ */
+#define MP_STALL_TICK_MS 100         /* the mpath's thread looks this often while commands are out */
+#define MP_PING_AFTER_P99 4          /* ping_after: 4 x p99 ... */
+#define MP_PING_AFTER_MIN_MS 500     /* ... at least 500 ms ... */
+#define MP_PING_AFTER_MAX_MS 10000   /* ... at most 10 s (the keep-alive drops a silent path after noop_interval + noop_timeout anyway) */
+#define MP_ANSWER_P99 2              /* answer: 2 x p99, 700 ms .. 5 s */
+#define MP_ANSWER_MIN_MS 700
+#define MP_ANSWER_MAX_MS 5000
+#define MP_LAT_WINDOW_MS 10000       /* "recent" latency: the last one to two windows of this length ... */
+#define MP_LAT_MIN_SAMPLES 32        /* ... when they hold this many commands, else all so far */
+#define MP_DOWN_LINE_WAIT_MS 2000    /* the down line waits this long at most for the path's commands to move */
 
 enum mp_slot {
 	MP_SLOT_FREE,                /* discarded (the open failed) */
@@ -48,6 +64,12 @@ struct mpath_path {
 	bool down_logged;
 	unsigned moved;              /* commands moved away since down_ms */
 	int64_t moved_stall_us;      /* longest time one of them had been in flight when moved */
+	/* stall watch (mpath_stall.c): the mpath's thread only, no lock */
+	int64_t ping_ms;             /* when the stall ping went out (0: none) */
+	int64_t silent_ms;           /* how long the path had not replied when it went */
+	int64_t lat_mid_ms;          /* when lat_mid was taken (0: never) */
+	uint64_t lat_base[LAT_BUCKETS], lat_mid[LAT_BUCKETS]; /* the session's histogram two and one windows ago */
+	char cause[128];             /* down_cause of a stall drop (written before down_cause points here) */
 };
 
 struct mp_cmd {
@@ -93,6 +115,9 @@ struct mpath {
 	int64_t nopath_since;        /* ms: no path usable since (0: one is) */
 	bool nopath_failing;         /* past the replacement timeout with no path: new commands refused */
 	uint64_t failovers;
+	/* the mpath thread looks at the stalls within MP_STALL_TICK_MS, or there is nothing to watch (one usable path):
+	 * a path's first command need not wake it */
+	bool stall_ticking;
 	_Atomic uint32_t max_cmd_bytes; /* the first attached path's limit (relaxed) */
 };
 
@@ -124,5 +149,53 @@ enum mp_verdict {
  * 04/0B standby, 04/0C unavailable).  Pure.
  */
 enum mp_verdict mp_judge(const struct iscsi_cmd_result *res, int *alua_state);
+
+/*
+ * With two paths or more: the one line per path going down (once its
+ * commands moved, or MP_DOWN_LINE_WAIT_MS after it went) and the one per
+ * path back, at warning level; the count is p->moved, the only one (the
+ * session's own lines about the loss are at debug level,
+ * iscsi_session_join_multipath).  Lock held; the mpath's thread.
+ */
+void mp_log_transitions(struct mpath *m, struct mpath_path *p, int64_t now);
+
+/* The stall watch's bounds for one path (ms). */
+struct mp_stall_limits {
+	int64_t ping_after;          /* no reply for this long with commands out: ping */
+	int64_t answer;              /* no PDU at all this long after the ping: drop the path */
+};
+
+/* The bounds from a latency histogram of the path's recent commands (latency.h; empty: the floors).  Pure. */
+void mp_stall_limits(const uint64_t lat[LAT_BUCKETS], struct mp_stall_limits *l);
+
+/*
+ * The recent part of a session's histogram: cur less base when that holds
+ * MP_LAT_MIN_SAMPLES commands or more, else cur (all so far), into out.  Pure.
+ */
+void mp_lat_recent(const uint64_t cur[LAT_BUCKETS], const uint64_t base[LAT_BUCKETS], uint64_t out[LAT_BUCKETS]);
+
+enum mp_stall_act {
+	MP_STALL_NONE,               /* nothing to do now */
+	MP_STALL_PING,               /* commands out, no reply for ping_after: ping at once */
+	MP_STALL_ANSWERED,           /* a PDU came after the ping: the path stays */
+	MP_STALL_DROP                /* no PDU within answer of the ping: drop the path, its commands move */
+};
+
+/*
+ * What the stall watch does about a session in state w at now (ms), its
+ * stall ping sent at ping_ms (0: none).  A command counts as waiting from
+ * the later of its issue and the last PDU received, so a path that keeps
+ * replying (a busy target, large transfers) is never pinged.  Pure.
+ */
+enum mp_stall_act mp_stall_judge(const struct mp_stall_limits *l, const struct iscsi_session_wait *w, int64_t ping_ms,
+				 int64_t now);
+
+/*
+ * The stall watch over every usable path with commands out, while another
+ * path is usable: ping, keep or drop (mp_stall_judge).  Returns when to
+ * look again (no later than wake).  Lock held, dropped around the calls
+ * into sessions; on the mpath's thread.
+ */
+int64_t mp_watch_stalls(struct mpath *m, int64_t now, int64_t wake);
 
 #endif

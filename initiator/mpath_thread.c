@@ -1,8 +1,9 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * Multipath (mpath.h): the mpath's thread (checks paths that came up,
- * logs failovers and failbacks, re-issues held commands, fails them at
- * the deadline), link and route events, statistics, stop and close.
+ * logs failovers and failbacks, runs the stall watch of mpath_stall.c,
+ * re-issues held commands, fails them at the deadline), link and route
+ * events, statistics, stop and close.
  */
 #include "mpath_priv.h"
 
@@ -60,10 +61,9 @@ static void check_one(struct mpath *m, struct mpath_path *p, int64_t now)
 	mp_note_paths(m);
 }
 
-/* The one failover line per outage and the failback line.  Lock held. */
-static void log_transitions(struct mpath *m, struct mpath_path *p, int64_t now)
+void mp_log_transitions(struct mpath *m, struct mpath_path *p, int64_t now)
 {
-	if (p->down_ms && !p->down_logged && (!p->outstanding || now - p->down_ms > 500)) {
+	if (p->down_ms && !p->down_logged && (!p->outstanding || now - p->down_ms > MP_DOWN_LINE_WAIT_MS)) {
 		p->down_logged = true;
 		bool other = false;
 		for (size_t i = 0; i < m->npaths && !other; i++)
@@ -183,11 +183,14 @@ static void *mp_thread(void *arg)
 		for (size_t i = 0; i < m->npaths; i++) {
 			struct mpath_path *p = &m->paths[i];
 			if (p->state == MP_SLOT_READY) {
-				log_transitions(m, p, now);
+				mp_log_transitions(m, p, now);
 				if (p->down_ms && !p->down_logged && now + 100 < wake)
 					wake = now + 100;
 			}
 		}
+		wake = mp_watch_stalls(m, now, wake);
+		if (m->closing)
+			break;
 		if (m->nheld)
 			wake = serve_held(m, now, wake);
 		if (m->closing)
@@ -257,7 +260,7 @@ void mpath_paths_route_check(struct mpath *m, int (*lookup)(void *arg, const cha
 		pthread_mutex_lock(&m->lock);
 		if (ifindex > 0)
 			p->ifindex = ifindex;
-		else if (up)
+		else if (up && !p->down_cause) /* a link down already named the cause */
 			p->down_cause = "route gone";
 		pthread_mutex_unlock(&m->lock);
 		if (ifindex > 0 && !up)

@@ -213,6 +213,35 @@ void iscsi_session_retry_now(struct iscsi_session *s);
 void iscsi_session_set_replacement_timeout(struct iscsi_session *s, int ms);
 
 /*
+ * The session belongs to a multipath set of two paths or more: from now
+ * on a loss hands its commands back at once (replacement timeout 0, see
+ * iscsi_session_set_replacement_timeout) and the session's own lines
+ * about the loss, the hand-back and the reinstatement go to debug level:
+ * the multipath layer writes the one line per path event.  Any thread.
+ */
+void iscsi_session_join_multipath(struct iscsi_session *s);
+
+/* What a multipath layer's stall check reads of a session (iscsi_session_get_wait). */
+struct iscsi_session_wait {
+	bool up;              /* logged in and taking commands */
+	int64_t last_rx_ms;   /* CLOCK_MONOTONIC ms of the last PDU from the target */
+	int64_t oldest_ms;    /* (re-)issue time of the oldest command sent and not answered; 0: none */
+};
+
+/* Fill *w (see struct iscsi_session_wait).  Any thread; O(queue_depth). */
+void iscsi_session_get_wait(struct iscsi_session *s, struct iscsi_session_wait *w);
+
+/*
+ * Send a NOP-Out ping (RFC 7143 §11.18) now, unless one is unanswered
+ * already: any PDU the target sends after it shows in last_rx_ms of
+ * iscsi_session_get_wait.  Dropping the connection when no answer comes
+ * is the caller's choice (iscsi_session_drop); the keep-alive's own
+ * noop_timeout still applies to it.  Returns 0, or -ENOTCONN when the
+ * session is not up.  Any thread but the event thread's callbacks.
+ */
+int iscsi_session_ping(struct iscsi_session *s);
+
+/*
  * Whether this thread is running a completion callback of some session
  * now (a submission from it never waits for a slot).  Any thread.
  */

@@ -2,10 +2,13 @@
 /*
  * Controls a multipath layer needs on one session (session.h): fail the
  * connection when the path under it went away, end a reconnect back-off
- * when the route came back, hand commands back at once on a loss, and
- * whether the session takes commands.
+ * when the route came back, hand commands back at once on a loss, whether
+ * the session takes commands, and what its stall check reads (how long
+ * the session has waited on the target, a ping at once).
  */
 #include "session_priv.h"
+
+#include <errno.h>
 
 void iscsi_session_drop(struct iscsi_session *s, const char *reason)
 {
@@ -42,4 +45,40 @@ bool iscsi_session_up(struct iscsi_session *s)
 	bool up = s->state == SS_UP && !s->fail_fast && !s->closing && !s->relogin_pending;
 	pthread_mutex_unlock(&s->lock);
 	return up;
+}
+
+void iscsi_session_join_multipath(struct iscsi_session *s)
+{
+	pthread_mutex_lock(&s->lock);
+	s->multipath = true;
+	pthread_mutex_unlock(&s->lock);
+	iscsi_session_set_replacement_timeout(s, 0);
+}
+
+void iscsi_session_get_wait(struct iscsi_session *s, struct iscsi_session_wait *w)
+{
+	pthread_mutex_lock(&s->lock);
+	w->up = s->state == SS_UP && !s->closing;
+	w->last_rx_ms = s->last_rx_ms;
+	w->oldest_ms = 0;
+	for (unsigned i = 0; w->up && i < s->ntasks; i++) {
+		const struct task *t = &s->tasks[i];
+		if (t->in_use && t->cmd_sent && !t->done_deferred && (!w->oldest_ms || t->submit_ms < w->oldest_ms))
+			w->oldest_ms = t->submit_ms;
+	}
+	pthread_mutex_unlock(&s->lock);
+}
+
+int iscsi_session_ping(struct iscsi_session *s)
+{
+	int rc = 0;
+	pthread_mutex_lock(&s->lock);
+	if (s->state != SS_UP || s->closing || !s->t || s->logout_want) {
+		rc = -ENOTCONN;
+	} else if (!s->ping_sent && !s->ping_want) {
+		s->ping_want = true;
+		s->t->ops->kick(s->t);
+	}
+	pthread_mutex_unlock(&s->lock);
+	return rc;
 }

@@ -23,6 +23,7 @@
 #include <stdint.h>
 
 #include "latency.h"
+#include "log.h"
 #include "login.h"
 #include "pdu.h"
 #include "session.h"
@@ -198,6 +199,7 @@ struct iscsi_session {
 	int64_t renegotiated_ms;    /* when AsyncEvent 4 last made us log in again (0: never) */
 	int64_t relogin_deadline_ms, logout_sent_ms;
 	const char *drop_reason;    /* why the session itself drops the connection, for the recovery line */
+	bool multipath;             /* iscsi_session_join_multipath: path event lines at debug level */
 	int64_t reconnect_delay_ms; /* Time2Wait the target asked for before we reconnect */
 	uint32_t logout_itt;
 
@@ -297,6 +299,12 @@ int sess_hook_rx_data_dest(void *arg, const uint8_t *bhs, void **dest);
 int sess_hook_rx_pdu(void *arg, const uint8_t *bhs, const uint8_t *data, uint32_t dlen);
 /* task_owns hook: whether ITT itt is outstanding with its buffer at buf, at least len bytes. */
 bool sess_hook_task_owns(void *arg, uint32_t itt, const void *buf, uint32_t len);
+
+/* The level of a line about a loss or reinstatement: debug in a multipath set (its layer logs the event).  Lock held. */
+static inline enum log_level sess_path_level(const struct iscsi_session *s, enum log_level level)
+{
+	return s->multipath ? LOG_LVL_DEBUG : level;
+}
 
 /* ---- session_timer.c ---- */
 

@@ -108,8 +108,8 @@ void sess_hook_conn_lost(void *arg, int err)
 	struct iscsi_session *s = arg;
 	pthread_mutex_lock(&s->lock);
 	if (err && !s->logout_done && !s->closing)
-		log_err("connection to " ISCSI_HOSTPORT_FMT " lost: %s", ISCSI_HOSTPORT_ARGS(s->cfg.host, s->cfg.port),
-			s->drop_reason ? s->drop_reason : strerror(-err));
+		log_msg(sess_path_level(s, LOG_LVL_ERR), "connection to " ISCSI_HOSTPORT_FMT " lost: %s",
+			ISCSI_HOSTPORT_ARGS(s->cfg.host, s->cfg.port), s->drop_reason ? s->drop_reason : strerror(-err));
 	if (err && !s->closing && s->state != SS_CLOSED) {
 		lose_connection(s, err);
 		pthread_mutex_unlock(&s->lock);
@@ -200,7 +200,7 @@ static void check_replacement(struct iscsi_session *s, int64_t now)
 	unsigned n = sess_complete_tasks(s, sess_pick_any, -ETIMEDOUT);
 	bool by_stop = s->stop_by_ms && s->stop_by_ms < s->lost_ms + s->cfg.replacement_timeout_ms;
 	if (s->cfg.replacement_timeout_ms == 0 && !by_stop) { /* a multipath layer re-issues them */
-		log_info("session to " ISCSI_HOSTPORT_FMT " down (%s): %u commands handed back",
+		log_debug("session to " ISCSI_HOSTPORT_FMT " down (%s): %u commands handed back",
 			 ISCSI_HOSTPORT_ARGS(s->cfg.host, s->cfg.port), loss_what(s), n);
 		return;
 	}
@@ -334,9 +334,10 @@ static void recover(struct iscsi_session *s)
 	s->state = SS_UP;
 	s->fail_fast = false;
 	s->stats.reconnects++;
-	log_warn("session to " ISCSI_HOSTPORT_FMT " reinstated after %s: down %lld ms, %u commands re-issued, "
-		 "%u connect attempts", ISCSI_HOSTPORT_ARGS(s->cfg.host, s->cfg.port), loss_what(s), (long long)(clk_now_ms() - s->lost_ms), n,
-		 attempts);
+	log_msg(sess_path_level(s, LOG_LVL_WARN),
+		"session to " ISCSI_HOSTPORT_FMT " reinstated after %s: down %lld ms, %u commands re-issued, "
+		"%u connect attempts", ISCSI_HOSTPORT_ARGS(s->cfg.host, s->cfg.port), loss_what(s),
+		(long long)(clk_now_ms() - s->lost_ms), n, attempts);
 	s->lost_ms = 0;
 	pthread_cond_broadcast(&s->slot_cv);
 	s->t->ops->kick(s->t);

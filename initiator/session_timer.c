@@ -108,7 +108,8 @@ static int tick_ping(struct iscsi_session *s, int64_t now, bool *kick)
 		if (s->ping_sent_ms > quiet_since)
 			quiet_since = s->ping_sent_ms;
 		if (now - quiet_since > s->cfg.noop_timeout_ms) {
-			log_err("no answer to a NOP-Out ping within %d s: dropping the connection",
+			log_msg(sess_path_level(s, LOG_LVL_ERR),
+				"no answer to a NOP-Out ping within %d s: dropping the connection",
 				s->cfg.noop_timeout_ms / 1000);
 			return -ETIMEDOUT;
 		}

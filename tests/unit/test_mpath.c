@@ -7,10 +7,12 @@
  */
 #include <criterion/criterion.h>
 #include <errno.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 
+#include "../../initiator/log.h"
 #include "../../initiator/mpath_priv.h"
 
 static struct iscsi_cmd_result check(uint8_t key, uint8_t asc, uint8_t ascq)
@@ -214,4 +216,61 @@ Test(mpath, portal_retry_backs_off_to_a_minute)
 	for (long t = 0; t < 3600000; tries++)
 		t += mpath_portal_retry_ms(tries + 1);
 	cr_assert(tries <= 65, "%u attempts in an hour", tries);
+}
+
+static int lines, line_level;
+static char line_text[512];
+static void sink(enum log_level level, const char *line)
+{
+	lines++;
+	line_level = level;
+	snprintf(line_text, sizeof(line_text), "%s", line);
+}
+
+Test(mpath, one_warning_line_per_path_down_and_back)
+{
+	const int st[] = {MP_ALUA_NONE, MP_ALUA_NONE};
+	struct mpath *m = table(2, st, PATH_SEL_ROUND_ROBIN);
+	m->multi = true;
+	struct mpath_path *p = &m->paths[0];
+	snprintf(p->host, sizeof(p->host), "192.0.2.1");
+	p->port = 3260;
+	log_set_sink(sink);
+	/* down, 9 commands handed back and moved one by one, one still out */
+	p->sess_up = false;
+	p->down_ms = 1000;
+	p->moved = 8;
+	p->outstanding = 1;
+	lines = 0;
+	mp_log_transitions(m, p, 1100);
+	cr_assert_eq(lines, 0); /* not before its commands moved: the count is final */
+	p->outstanding = 0;
+	p->moved = 9;
+	p->down_cause = "link down";
+	mp_log_transitions(m, p, 1200);
+	mp_log_transitions(m, p, 1300);
+	cr_assert_eq(lines, 1);
+	cr_assert_eq(line_level, LOG_LVL_WARN);
+	cr_assert_str_eq(line_text, "path 192.0.2.1:3260 down (link down): 9 commands moved to other paths, the longest "
+				    "after 0 ms in flight");
+	/* back: one line */
+	p->sess_up = true;
+	mp_log_transitions(m, p, 5200);
+	mp_log_transitions(m, p, 5300);
+	cr_assert_eq(lines, 2);
+	cr_assert_eq(line_level, LOG_LVL_WARN);
+	cr_assert_str_eq(line_text, "path 192.0.2.1:3260 up again after 4200 ms");
+	/* a path whose commands never come back: the line after MP_DOWN_LINE_WAIT_MS with what moved */
+	p->sess_up = false;
+	p->down_ms = 10000;
+	p->moved = 3;
+	p->outstanding = 2;
+	p->down_logged = false;
+	mp_log_transitions(m, p, 10000 + MP_DOWN_LINE_WAIT_MS);
+	cr_assert_eq(lines, 2);
+	mp_log_transitions(m, p, 10001 + MP_DOWN_LINE_WAIT_MS);
+	cr_assert_eq(lines, 3);
+	cr_assert_eq(line_level, LOG_LVL_WARN);
+	log_set_sink(NULL);
+	free(m);
 }
