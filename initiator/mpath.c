@@ -320,6 +320,7 @@ int mpath_create(const struct mpath_config *cfg, struct mpath **out)
 	m->free = &m->ctx[0];
 	path_sel_init(&m->sel, cfg->policy);
 	pthread_mutex_init(&m->lock, NULL);
+	pthread_mutex_init(&m->stop_lock, NULL);
 	clk_cond_init(&m->slot_cv);
 	clk_cond_init(&m->drain_cv);
 	clk_cond_init(&m->thread_cv);
@@ -402,7 +403,12 @@ int mpath_path_attach(struct mpath_path *p, struct iscsi_session *s, const char 
 	p->state = MP_SLOT_CHECKING; /* not used, not offered for control commands, until checked */
 	uint32_t cur = atomic_load_explicit(&m->max_cmd_bytes, memory_order_relaxed);
 	bool too_small = m->attached && max && (!cur || max < cur);
+	int64_t stop_by = m->stop_by_ms;
 	pthread_mutex_unlock(&m->lock);
+	if (stop_by) { /* attached after mpath_stopping took its list: the stop reaches it here */
+		int64_t left = stop_by - clk_now_ms();
+		iscsi_session_stopping(s, left > 0 ? (int)left : 0);
+	}
 	char why[256] = "";
 	int alua = MP_ALUA_NONE;
 	int rc = 0;
@@ -415,11 +421,13 @@ int mpath_path_attach(struct mpath_path *p, struct iscsi_session *s, const char 
 	}
 	if (rc == -ENODEV) {
 		log_err("path " ISCSI_HOSTPORT_FMT " refused: %s", ISCSI_HOSTPORT_ARGS(p->host, p->port), why);
+		pthread_mutex_lock(&m->stop_lock); /* mpath_stopping is not calling into s */
 		pthread_mutex_lock(&m->lock);
 		p->state = MP_SLOT_REFUSED;
 		p->s = NULL;
 		m->refused++;
 		pthread_mutex_unlock(&m->lock);
+		pthread_mutex_unlock(&m->stop_lock);
 		iscsi_session_close(s, 2000);
 		return rc;
 	}

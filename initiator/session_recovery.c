@@ -34,12 +34,14 @@
  */
 bool sess_reissue_now(struct iscsi_session *s, struct task *t)
 {
-	if (t->reissues >= ISCSI_REISSUE_MAX) {
-		log_err("command 0x%02x aborted %u times: failing it", t->cmd.cdb[0], t->reissues + 1);
+	bool stop = t->sync && s->sync_stop_ms; /* the stop fails a synchronous command instead */
+	if (t->reissues >= ISCSI_REISSUE_MAX || stop) {
+		if (!stop)
+			log_err("command 0x%02x aborted %u times: failing it", t->cmd.cdb[0], t->reissues + 1);
 		if (t->in_txq)
 			sess_txq_remove(s, t);
 		memset(&t->deferred_res, 0, sizeof(t->deferred_res));
-		t->deferred_res.err = -EIO;
+		t->deferred_res.err = stop ? -ESHUTDOWN : -EIO;
 		t->doomed = true;
 		return true;
 	}
@@ -80,7 +82,13 @@ static void lose_connection(struct iscsi_session *s, int err)
 		struct task *t = &s->tasks[i];
 		if (!t->in_use)
 			continue;
+		if (!t->lost_ms)
+			t->lost_ms = s->lost_ms;
 		if (t->done_deferred) {
+			t->doomed = true;
+		} else if (t->sync && s->sync_stop_ms) { /* the stop takes it back (tick_stop) */
+			memset(&t->deferred_res, 0, sizeof(t->deferred_res));
+			t->deferred_res.err = -ESHUTDOWN;
 			t->doomed = true;
 		} else if ((t->cmd_sent || t->stalled) && t->reissues >= ISCSI_REISSUE_MAX) {
 			log_err("command 0x%02x lost with the connection %u times: failing it", t->cmd.cdb[0],
@@ -178,10 +186,29 @@ static unsigned requeue_parked(struct iscsi_session *s)
 	return n;
 }
 
-/* When pending commands fail: replacement_timeout_ms after the loss, or the stop grace if sooner.  Lock held. */
+/*
+ * Since when the pending commands wait for a usable session: the loss in
+ * progress, or the first loss one of them met when that was earlier (the
+ * target let the session be reinstated and lost it again, without
+ * answering them in between).  Lock held.
+ */
+static int64_t waiting_since(const struct iscsi_session *s)
+{
+	int64_t since = s->lost_ms;
+	for (unsigned i = 0; i < s->ntasks; i++)
+		if (s->tasks[i].in_use && s->tasks[i].lost_ms && s->tasks[i].lost_ms < since)
+			since = s->tasks[i].lost_ms;
+	return since;
+}
+
+/*
+ * When pending commands fail: replacement_timeout_ms after waiting_since,
+ * however many reinstatements came between, or the stop grace if sooner.
+ * Lock held.
+ */
 static int64_t replacement_deadline(const struct iscsi_session *s)
 {
-	int64_t d = s->lost_ms + s->cfg.replacement_timeout_ms;
+	int64_t d = waiting_since(s) + s->cfg.replacement_timeout_ms;
 	return s->stop_by_ms && s->stop_by_ms < d ? s->stop_by_ms : d;
 }
 
@@ -197,15 +224,22 @@ static void check_replacement(struct iscsi_session *s, int64_t now)
 	s->fail_fast = true;
 	pthread_cond_broadcast(&s->slot_cv);
 	pthread_cond_broadcast(&s->state_cv);
+	int64_t since = waiting_since(s);
 	unsigned n = sess_complete_tasks(s, sess_pick_any, -ETIMEDOUT);
 	if (s->cfg.replacement_timeout_ms == 0 && !s->stop_by_ms) { /* a multipath layer re-issues them */
 		log_info("session to " ISCSI_HOSTPORT_FMT " down (%s): %u commands handed back",
 			 ISCSI_HOSTPORT_ARGS(s->cfg.host, s->cfg.port), loss_what(s), n);
 		return;
 	}
-	log_err("session to " ISCSI_HOSTPORT_FMT " down for %lld ms (%s), replacement timeout: %u commands failed; "
-		"new I/O fails until the target is back",
-		ISCSI_HOSTPORT_ARGS(s->cfg.host, s->cfg.port), (long long)(now - s->lost_ms), loss_what(s), n);
+	if (since < s->lost_ms)
+		log_err("session to " ISCSI_HOSTPORT_FMT " lost again (%s), %lld ms after the first loss its commands met "
+			"(reinstated since, none of them answered), replacement timeout: %u commands failed; new I/O "
+			"fails until the target is back", ISCSI_HOSTPORT_ARGS(s->cfg.host, s->cfg.port), loss_what(s),
+			(long long)(now - since), n);
+	else
+		log_err("session to " ISCSI_HOSTPORT_FMT " down for %lld ms (%s), replacement timeout: %u commands "
+			"failed; new I/O fails until the target is back",
+			ISCSI_HOSTPORT_ARGS(s->cfg.host, s->cfg.port), (long long)(now - s->lost_ms), loss_what(s), n);
 }
 
 /* Sleep until `until` (CLOCK_MONOTONIC ms) or closing, minding the replacement timeout.  Lock held. */
@@ -325,6 +359,7 @@ static void recover(struct iscsi_session *s)
 	unsigned n = requeue_parked(s);
 	s->reissued += n;
 	s->state = SS_UP;
+	s->answered = false; /* until the target answers a command on this connection (tick_replaced) */
 	s->fail_fast = false;
 	s->stats.reconnects++;
 	log_warn("session to " ISCSI_HOSTPORT_FMT " reinstated after %s: down %lld ms, %u commands re-issued, "
