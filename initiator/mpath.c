@@ -453,7 +453,9 @@ int mpath_path_attach(struct mpath_path *p, struct iscsi_session *s, const char 
 	/* Two paths or more: a lost path hands its commands back at once, to be re-issued on another. */
 	for (size_t i = 0; i < n; i++)
 		iscsi_session_set_replacement_timeout(ss[i], 0);
-	if (rc)
+	if (rc == -ESHUTDOWN) /* the caller is stopping (iscsi_session_stopping): nothing to say */
+		log_debug("path " ISCSI_HOSTPORT_FMT ": not checked: stopping", ISCSI_HOSTPORT_ARGS(p->host, p->port));
+	else if (rc)
 		log_warn("path " ISCSI_HOSTPORT_FMT ": not usable yet (%s): checked again later",
 			 ISCSI_HOSTPORT_ARGS(p->host, p->port), why[0] ? why : strerror(-rc));
 	else if (p->index > 0)
