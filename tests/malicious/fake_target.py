@@ -692,13 +692,17 @@ class Conn:
     def churn(self, itt):
         """CHURN: announce the drop or ask for the logout; the READ (itt) stays unanswered."""
         event = STATE["churn"] = STATE["churn"] or CHURN[self.mis]
+        self.send_async(event, 60 if event == 2 else 0, 0 if event == 2 else 2)
+        log("READ ITT 0x%08x: AsyncEvent %d, the READ left unanswered" % (itt, event))
+
+    def send_async(self, event, param2, param3):
+        """An Async Message (RFC 7143 §11.9): event, Parameter2 (Time2Wait), Parameter3 (seconds to log out)."""
         h = bhs(OP_ASYNC, 0x80, 0, 0, RESERVED)
         self.sn_fields(h)
         h[36] = event
-        h[40:42] = (60 if event == 2 else 0).to_bytes(2, "big")  # Parameter2: Time2Wait
-        h[42:44] = (0 if event == 2 else 2).to_bytes(2, "big")   # Parameter3: seconds to log out
+        h[40:42] = param2.to_bytes(2, "big")
+        h[42:44] = param3.to_bytes(2, "big")
         self.send(h)
-        log("READ ITT 0x%08x: AsyncEvent %d, the READ left unanswered" % (itt, event))
 
     def scsi_cmd(self, h, data):
         lun = int.from_bytes(h[8:16], "big")
@@ -1080,12 +1084,7 @@ class Conn:
                 i += 1
         elif m in ("async_logout", "async_drop_connection", "async_renegotiate"):
             event = {"async_logout": 1, "async_drop_connection": 2, "async_renegotiate": 4}[m]
-            h = bhs(OP_ASYNC, 0x80, 0, 0, RESERVED)
-            self.sn_fields(h)
-            h[36] = event
-            h[40:42] = (0 if event == 1 else 1).to_bytes(2, "big")   # Parameter2: Time2Wait
-            h[42:44] = (3 if event == 1 else 0).to_bytes(2, "big")   # Parameter3: seconds to log out
-            self.send(h)
+            self.send_async(event, 0 if event == 1 else 1, 3 if event == 1 else 0)
             log("sent AsyncEvent %d" % event)
             self.send_read_data(itt, lun, edtl, payload)
         elif m in RECOVERY_LOGIN:

@@ -368,13 +368,33 @@ within() {
 	awk -v l="$1" -v s="$2" 'BEGIN { exit !(s <= l) }'
 }
 
+# timed_exit LIMIT WHAT: wait up to 20 s for the daemon, stopped at $t0, to
+# end; passes WHAT if that took at most LIMIT seconds.  Returns 0 (its exit
+# status in drc, daemon_pid cleared) or 1 (still running).
+timed_exit() {
+	if ! _targets_wait_gone "$daemon_pid" 20; then
+		fail "$2 (still running after 20 s)"
+		return 1
+	fi
+	local took
+	took=$(elapsed_since "$t0")
+	drc=0
+	wait "$daemon_pid" 2>/dev/null || drc=$?
+	daemon_pid=''
+	if within "$1" "$took"; then
+		pass "$2 (${took} s)"
+	else
+		fail "$2 (${took} s)"
+	fi
+}
+
 # silent_run term|umount: mount with default timeouts, set the silent command
 # off, wait until the target has it, stop the daemon by SIGTERM or by
 # fusermount3 -u, and check that it exits 0 within 6 s with nothing left
 # mounted.  The second run gets a fresh target; the first one's daemon log
 # is kept as daemon.log.term.
 silent_run() {
-	local how=$1 opts=() i took drc
+	local how=$1 opts=() i
 	case $scenario in
 	silent_probe_second_path) opts=(-o sessions=2) ;;
 	silent_rescan_report_luns) opts=(-o rescan_interval=1) ;;
@@ -404,19 +424,9 @@ silent_run() {
 	else
 		timeout -k 2 10 fusermount3 -u "$mnt" || fail "$how: fusermount3 -u"
 	fi
-	if _targets_wait_gone "$daemon_pid" 20; then
-		took=$(elapsed_since "$t0")
-		drc=0
-		wait "$daemon_pid" 2>/dev/null || drc=$?
-		daemon_pid=''
-		if within 6 "$took"; then
-			pass "$how: the daemon ends within the stop grace + 1 s (${took} s)"
-		else
-			fail "$how: the daemon ends within the stop grace + 1 s (${took} s)"
-		fi
+	if timed_exit 6 "$how: the daemon ends within the stop grace + 1 s"; then
 		check_eq "$how: the daemon exits 0 (nothing was written)" "$drc" 0
 	else
-		fail "$how: the daemon ends within the stop grace + 1 s (still running after 20 s)"
 		_targets_kill "$daemon_pid" 5
 		daemon_pid=''
 	fi
@@ -517,20 +527,9 @@ if [[ $want_io == bounded ]]; then
 		sleep 2.5 # the rescan every second has a command waiting on the recovery by now
 		t0=$EPOCHREALTIME
 		kill -TERM "$daemon_pid"
-		if _targets_wait_gone "$daemon_pid" 20; then
-			took=$(elapsed_since "$t0")
-			drc=0
-			wait "$daemon_pid" 2>/dev/null || drc=$?
-			daemon_pid=''
-			if within 8 "$took"; then
-				pass "SIGTERM during the recovery ends the daemon within 8 s (${took} s)"
-			else
-				fail "SIGTERM during the recovery ends the daemon within 8 s (${took} s)"
-			fi
+		if timed_exit 8 "SIGTERM during the recovery ends the daemon within 8 s"; then
 			# only a read was made: nothing to sync, a clean stop
 			check_eq "the daemon exits 0 (nothing was written)" "$drc" 0
-		else
-			fail "SIGTERM during the recovery ends the daemon within 8 s (still running after 20 s)"
 		fi
 		rc=0
 		wait "$dd_pid" || rc=$?

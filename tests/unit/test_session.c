@@ -876,6 +876,17 @@ static void exec_start(struct exec_call *e, struct iscsi_session *s)
 	cr_assert_eq(pthread_create(&e->thread, NULL, exec_thread, e), 0);
 }
 
+/* iscsi_session_stopping with a 5 s grace, then e's end: it failed with -ESHUTDOWN; returns the ms it took. */
+static int64_t stop_and_join(struct iscsi_session *s, struct exec_call *e)
+{
+	int64_t t0 = clk_now_ms();
+	iscsi_session_stopping(s, 5000);
+	pthread_join(e->thread, NULL);
+	cr_assert_eq(e->rc, 0);
+	cr_assert_eq(e->res.err, -ESHUTDOWN, "the synchronous command fails at the stop (err %d)", e->res.err);
+	return e->ended_ms - t0;
+}
+
 static int seen_count(struct world *w)
 {
 	pthread_mutex_lock(&w->m);
@@ -899,12 +910,7 @@ Test(session, stop_fails_an_unanswered_synchronous_command_and_reissues_the_rest
 	for (int i = 0; i < 200 && seen_count(&w) < 2; i++)
 		usleep(10000);
 	cr_assert_eq(seen_count(&w), 2, "both commands were sent");
-	int64_t t0 = clk_now_ms();
-	iscsi_session_stopping(s, 5000);
-	pthread_join(e.thread, NULL);
-	int64_t took = e.ended_ms - t0;
-	cr_assert_eq(e.rc, 0);
-	cr_assert_eq(e.res.err, -ESHUTDOWN, "the synchronous command fails at the stop (err %d)", e.res.err);
+	int64_t took = stop_and_join(s, &e);
 	cr_assert_lt(took, 2000, "after %lld ms (1 s to answer, then the drop)", (long long)took);
 	cr_assert(wait_done(1));
 	cr_assert_eq(done.err[0], 0, "the other command is re-issued on the new connection and answered");
@@ -934,12 +940,7 @@ Test(session, stop_fails_a_parked_synchronous_command_at_once)
 	for (int i = 0; i < 200 && (seen_count(&w) < 1 || iscsi_session_up(s)); i++)
 		usleep(10000);
 	usleep(50000); /* parked, reconnecting in vain */
-	int64_t t0 = clk_now_ms();
-	iscsi_session_stopping(s, 5000);
-	pthread_join(e.thread, NULL);
-	int64_t took = e.ended_ms - t0;
-	cr_assert_eq(e.rc, 0);
-	cr_assert_eq(e.res.err, -ESHUTDOWN, "err %d", e.res.err);
+	int64_t took = stop_and_join(s, &e);
 	cr_assert_lt(took, 200, "a command not sent fails at once (%lld ms), not at the stop grace", (long long)took);
 	iscsi_session_close(s, 100);
 }
