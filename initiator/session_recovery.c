@@ -187,59 +187,84 @@ static unsigned requeue_parked(struct iscsi_session *s)
 }
 
 /*
- * Since when the pending commands wait for a usable session: the loss in
- * progress, or the first loss one of them met when that was earlier (the
- * target let the session be reinstated and lost it again, without
- * answering them in between).  Lock held.
+ * The earliest first loss (task.lost_ms) a pending command met, 0 if none
+ * met one before this loss: one re-issued on a reinstated connection that
+ * served nothing before it was lost again.  Lock held.
  */
-static int64_t waiting_since(const struct iscsi_session *s)
+static int64_t oldest_loss(const struct iscsi_session *s)
 {
-	int64_t since = s->lost_ms;
-	for (unsigned i = 0; i < s->ntasks; i++)
-		if (s->tasks[i].in_use && s->tasks[i].lost_ms && s->tasks[i].lost_ms < since)
-			since = s->tasks[i].lost_ms;
-	return since;
+	int64_t oldest = 0;
+	for (unsigned i = 0; i < s->ntasks; i++) {
+		const struct task *t = &s->tasks[i];
+		if (t->in_use && t->lost_ms && (!oldest || t->lost_ms < oldest))
+			oldest = t->lost_ms;
+	}
+	return oldest;
 }
 
 /*
- * When pending commands fail: replacement_timeout_ms after waiting_since,
- * however many reinstatements came between, or the stop grace if sooner.
- * Lock held.
+ * When pending commands fail: replacement_timeout_ms after the loss, or
+ * after the first loss one of them met if sooner (however many
+ * reinstatements came between), or the stop grace if sooner.  Lock held.
  */
 static int64_t replacement_deadline(const struct iscsi_session *s)
 {
-	int64_t d = waiting_since(s) + s->cfg.replacement_timeout_ms;
+	int64_t d = s->lost_ms + s->cfg.replacement_timeout_ms, oldest = oldest_loss(s);
+	if (oldest && oldest + s->cfg.replacement_timeout_ms < d)
+		d = oldest + s->cfg.replacement_timeout_ms;
 	return s->stop_by_ms && s->stop_by_ms < d ? s->stop_by_ms : d;
+}
+
+/*
+ * Commands whose first loss lies replacement_timeout_ms back, while this
+ * loss does not yet: those fail (-ETIMEDOUT), the others wait on.  Lock
+ * held (dropped around callbacks).
+ */
+static void fail_expired(struct iscsi_session *s, int64_t now)
+{
+	unsigned n = 0;
+	int64_t oldest = oldest_loss(s);
+	for (unsigned i = 0; i < s->ntasks; i++) {
+		struct task *t = &s->tasks[i];
+		if (t->in_use && !t->doomed && t->lost_ms && now - t->lost_ms >= s->cfg.replacement_timeout_ms) {
+			memset(&t->deferred_res, 0, sizeof(t->deferred_res));
+			t->deferred_res.err = -ETIMEDOUT;
+			t->doomed = true;
+			n++;
+		}
+	}
+	log_err("session to " ISCSI_HOSTPORT_FMT " lost again (%s): %u commands failed, replacement timeout %lld ms "
+		"after the first loss they met (reinstated since without an answer to them)",
+		ISCSI_HOSTPORT_ARGS(s->cfg.host, s->cfg.port), loss_what(s), n, (long long)(now - oldest));
+	sess_complete_tasks(s, sess_pick_doomed, 0);
 }
 
 /*
  * replacement_timeout_ms after the loss (or at the stop grace): pending
  * commands fail with -ETIMEDOUT and new ones with -ENOTCONN until the
- * session is back.  Lock held (dropped around callbacks).
+ * session is back.  Before that, those whose first loss lies that far
+ * back (fail_expired).  Lock held (dropped around callbacks).
  */
 static void check_replacement(struct iscsi_session *s, int64_t now)
 {
 	if (s->fail_fast || now < replacement_deadline(s))
 		return;
+	if (now < s->lost_ms + s->cfg.replacement_timeout_ms && !(s->stop_by_ms && now >= s->stop_by_ms)) {
+		fail_expired(s, now);
+		return;
+	}
 	s->fail_fast = true;
 	pthread_cond_broadcast(&s->slot_cv);
 	pthread_cond_broadcast(&s->state_cv);
-	int64_t since = waiting_since(s);
 	unsigned n = sess_complete_tasks(s, sess_pick_any, -ETIMEDOUT);
 	if (s->cfg.replacement_timeout_ms == 0 && !s->stop_by_ms) { /* a multipath layer re-issues them */
 		log_info("session to " ISCSI_HOSTPORT_FMT " down (%s): %u commands handed back",
 			 ISCSI_HOSTPORT_ARGS(s->cfg.host, s->cfg.port), loss_what(s), n);
 		return;
 	}
-	if (since < s->lost_ms)
-		log_err("session to " ISCSI_HOSTPORT_FMT " lost again (%s), %lld ms after the first loss its commands met "
-			"(reinstated since, none of them answered), replacement timeout: %u commands failed; new I/O "
-			"fails until the target is back", ISCSI_HOSTPORT_ARGS(s->cfg.host, s->cfg.port), loss_what(s),
-			(long long)(now - since), n);
-	else
-		log_err("session to " ISCSI_HOSTPORT_FMT " down for %lld ms (%s), replacement timeout: %u commands "
-			"failed; new I/O fails until the target is back",
-			ISCSI_HOSTPORT_ARGS(s->cfg.host, s->cfg.port), (long long)(now - s->lost_ms), loss_what(s), n);
+	log_err("session to " ISCSI_HOSTPORT_FMT " down for %lld ms (%s), replacement timeout: %u commands failed; "
+		"new I/O fails until the target is back",
+		ISCSI_HOSTPORT_ARGS(s->cfg.host, s->cfg.port), (long long)(now - s->lost_ms), loss_what(s), n);
 }
 
 /* Sleep until `until` (CLOCK_MONOTONIC ms) or closing, minding the replacement timeout.  Lock held. */
