@@ -5,7 +5,10 @@
  * cmd_timeout_ms gets ABORT TASK, then LOGICAL UNIT RESET, then the
  * connection is dropped; a logout the target asked for is sent once
  * nothing is in flight; a quiet connection gets NOP-Out pings and is
- * dropped when they go unanswered.
+ * dropped when they go unanswered.  The connection is dropped too for a
+ * synchronous command unanswered at the stop (tick_stop) and for a
+ * re-issued command past replacement_timeout on a connection that served
+ * nothing (tick_replaced).
  *
  * Threads: the transport's event thread, session lock held throughout.
  */
@@ -148,7 +151,7 @@ static int tick_stop(struct iscsi_session *s, int64_t now)
  * target has answered nothing here since the reinstatement: the target
  * keeps the session up without serving it (a logout it asks for on every
  * new connection, say), so the connection is dropped (-ETIMEDOUT) and the
- * recovery fails the commands at once.  Lock held.
+ * recovery fails it at once.  Lock held.
  */
 static int tick_replaced(struct iscsi_session *s, int64_t now)
 {
