@@ -178,11 +178,14 @@ int gw_stop(struct gw *g, struct fuse_session *se, struct gw_sync_batch **batch)
 	stop_signals = stop_signals ? stop_signals : 1; /* from now on the next stop signal ends the daemon */
 	/*
 	 * A session being recovered gets a few seconds more, not the whole
-	 * replacement_timeout: before the rescan thread is joined, whose
-	 * command may be waiting on that recovery.
+	 * replacement_timeout, and the control commands of the background
+	 * threads (a new path's identity probe, ALUA states, a rescan) fail
+	 * now, or once their connection is dropped a second later if the
+	 * target was sent one and does not answer: before those threads are
+	 * joined.
 	 */
-	gw_paths_stop(g); /* no new paths from now on */
 	gw_sess_stopping(g, STOP_GRACE_MS);
+	gw_paths_stop(g); /* no new paths from now on */
 	gw_rescan_stop(g);
 	/*
 	 * Drain while still mounted, so that the requests in flight get their

@@ -334,6 +334,7 @@ int mpath_create(const struct mpath_config *cfg, struct mpath **out)
 	m->free = &m->ctx[0];
 	path_sel_init(&m->sel, cfg->policy);
 	pthread_mutex_init(&m->lock, NULL);
+	pthread_mutex_init(&m->stop_lock, NULL);
 	clk_cond_init(&m->slot_cv);
 	clk_cond_init(&m->drain_cv);
 	clk_cond_init(&m->thread_cv);
@@ -416,7 +417,12 @@ int mpath_path_attach(struct mpath_path *p, struct iscsi_session *s, const char 
 	p->state = MP_SLOT_CHECKING; /* not used, not offered for control commands, until checked */
 	uint32_t cur = atomic_load_explicit(&m->max_cmd_bytes, memory_order_relaxed);
 	bool too_small = m->attached && max && (!cur || max < cur);
+	int64_t stop_by = m->stop_by_ms;
 	pthread_mutex_unlock(&m->lock);
+	if (stop_by) { /* attached after mpath_stopping took its list: the stop reaches it here */
+		int64_t left = stop_by - clk_now_ms();
+		iscsi_session_stopping(s, left > 0 ? (int)left : 0);
+	}
 	char why[256] = "";
 	int alua = MP_ALUA_NONE;
 	int rc = 0;
@@ -429,11 +435,13 @@ int mpath_path_attach(struct mpath_path *p, struct iscsi_session *s, const char 
 	}
 	if (rc == -ENODEV) {
 		log_err("path " ISCSI_HOSTPORT_FMT " refused: %s", ISCSI_HOSTPORT_ARGS(p->host, p->port), why);
+		pthread_mutex_lock(&m->stop_lock); /* mpath_stopping is not calling into s */
 		pthread_mutex_lock(&m->lock);
 		p->state = MP_SLOT_REFUSED;
 		p->s = NULL;
 		m->refused++;
 		pthread_mutex_unlock(&m->lock);
+		pthread_mutex_unlock(&m->stop_lock);
 		iscsi_session_close(s, 2000);
 		return rc;
 	}
@@ -459,7 +467,9 @@ int mpath_path_attach(struct mpath_path *p, struct iscsi_session *s, const char 
 	/* Two paths or more: a lost path hands its commands back at once, to be re-issued on another. */
 	for (size_t i = 0; i < n; i++)
 		iscsi_session_join_multipath(ss[i]);
-	if (rc)
+	if (rc == -ESHUTDOWN) /* the caller is stopping (iscsi_session_stopping): nothing to say */
+		log_debug("path " ISCSI_HOSTPORT_FMT ": not checked: stopping", ISCSI_HOSTPORT_ARGS(p->host, p->port));
+	else if (rc)
 		log_warn("path " ISCSI_HOSTPORT_FMT ": not usable yet (%s): checked again later",
 			 ISCSI_HOSTPORT_ARGS(p->host, p->port), why[0] ? why : strerror(-rc));
 	else if (p->index > 0)

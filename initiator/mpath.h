@@ -194,7 +194,11 @@ void mpath_session_stats(struct mpath *m, struct iscsi_session_stats *out);
 /* Sum of the paths' latency histograms into out. */
 void mpath_latency(struct mpath *m, uint64_t out[LAT_BUCKETS]);
 
-/* iscsi_session_stopping on every path, and held commands fail by grace_ms from now. */
+/*
+ * iscsi_session_stopping on every path (one being checked included, and
+ * one attached later from mpath_path_attach), and held commands fail by
+ * grace_ms from now.
+ */
 void mpath_stopping(struct mpath *m, int grace_ms);
 
 /* Wait up to timeout_ms for every command to complete, also those out on a path after the

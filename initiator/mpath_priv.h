@@ -91,6 +91,12 @@ struct mpath {
 	pthread_cond_t drain_cv;     /* total_out reached 0 */
 	pthread_cond_t thread_cv;    /* something for the mpath's thread */
 	pthread_t thread;
+	/*
+	 * Held by mpath_stopping from listing the sessions to calling into
+	 * them, and by mpath_path_attach while it takes a refused path's
+	 * session out of its slot (before closing it).  Taken before m->lock.
+	 */
+	pthread_mutex_t stop_lock;
 	bool closing;
 	int64_t stop_by_ms;          /* mpath_stopping: held commands fail by then (0: none) */
 	struct mpath_path paths[MPATH_MAX_PATHS];

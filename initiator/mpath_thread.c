@@ -362,15 +362,21 @@ void mpath_latency(struct mpath *m, uint64_t out[LAT_BUCKETS])
 void mpath_stopping(struct mpath *m, int grace_ms)
 {
 	struct iscsi_session *ss[MPATH_MAX_PATHS];
-	size_t n = sessions(m, ss);
+	size_t n = 0;
+	pthread_mutex_lock(&m->stop_lock);
 	pthread_mutex_lock(&m->lock);
 	int64_t by = clk_now_ms() + (grace_ms > 0 ? grace_ms : 0);
 	if (!m->stop_by_ms || by < m->stop_by_ms)
 		m->stop_by_ms = by;
+	/* also a path being checked: its probe stops too (a path attached later: mpath_path_attach) */
+	for (size_t i = 0; i < m->npaths; i++)
+		if (m->paths[i].s && m->paths[i].state != MP_SLOT_FREE)
+			ss[n++] = m->paths[i].s;
 	pthread_cond_signal(&m->thread_cv);
 	pthread_mutex_unlock(&m->lock);
 	for (size_t i = 0; i < n; i++)
 		iscsi_session_stopping(ss[i], grace_ms);
+	pthread_mutex_unlock(&m->stop_lock);
 }
 
 int mpath_drain(struct mpath *m, int timeout_ms)
@@ -411,6 +417,7 @@ void mpath_close(struct mpath *m, int timeout_ms)
 	pthread_cond_destroy(&m->slot_cv);
 	pthread_cond_destroy(&m->drain_cv);
 	pthread_cond_destroy(&m->thread_cv);
+	pthread_mutex_destroy(&m->stop_lock);
 	pthread_mutex_destroy(&m->lock);
 	free(m->ctx);
 	free(m);

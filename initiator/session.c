@@ -146,18 +146,24 @@ static bool refusing(const struct iscsi_session *s)
 	return s->closing || s->state == SS_CLOSED || s->fail_fast || (s->logout_want && !s->logout_relogin);
 }
 
-int iscsi_session_submit(struct iscsi_session *s, const struct iscsi_cmd *cmd)
+/*
+ * iscsi_session_submit, and iscsi_session_exec's with sync: such a
+ * command is refused with -ESHUTDOWN once the caller is stopping
+ * (iscsi_session_stopping), also while it waits for a slot.
+ */
+static int submit(struct iscsi_session *s, const struct iscsi_cmd *cmd, bool sync)
 {
 	if (cmd->cdb_len == 0 || cmd->cdb_len > SCSI_CDB_MAX || (cmd->len && !cmd->buf) ||
 	    (cmd->dir == ISCSI_DIR_NONE && cmd->len))
 		return -EINVAL;
 	pthread_mutex_lock(&s->lock);
 	bool ev = on_event_thread(s) || iscsi_session_in_callback();
-	while (!refusing(s) && !ev && s->worker_outstanding >= s->cfg.queue_depth)
+	while (!refusing(s) && !(sync && s->sync_stop_ms) && !ev && s->worker_outstanding >= s->cfg.queue_depth)
 		pthread_cond_wait(&s->slot_cv, &s->lock);
-	if (refusing(s)) {
+	if (refusing(s) || (sync && s->sync_stop_ms)) {
+		int rc = refusing(s) ? -ENOTCONN : -ESHUTDOWN;
 		pthread_mutex_unlock(&s->lock);
-		return -ENOTCONN;
+		return rc;
 	}
 	struct task *t = s->free_list;
 	if (!t) { /* only reachable from the event thread or a callback */
@@ -174,6 +180,7 @@ int iscsi_session_submit(struct iscsi_session *s, const struct iscsi_cmd *cmd)
 	t->in_use = true;
 	t->counted = !ev;
 	t->cmd = *cmd;
+	t->sync = sync;
 	t->seq = s->next_seq++;
 	t->submit_ms = clk_now_ms();
 	t->submit_us = clk_now_us();
@@ -185,6 +192,7 @@ int iscsi_session_submit(struct iscsi_session *s, const struct iscsi_cmd *cmd)
 		s->stats.max_outstanding = s->outstanding;
 	if (s->state != SS_UP || s->relogin_pending) {
 		/* Being recovered (or about to log out and in again): parked until requeue_parked. */
+		t->lost_ms = s->lost_ms; /* it meets the loss in progress (0: none) */
 	} else if (!s->win_head && iscsi_sn_le(s->cmdsn, s->maxcmdsn)) {
 		t->cmdsn = s->cmdsn++;
 		sess_txq_push(s, t);
@@ -214,6 +222,11 @@ int iscsi_session_submit(struct iscsi_session *s, const struct iscsi_cmd *cmd)
 	return 0;
 }
 
+int iscsi_session_submit(struct iscsi_session *s, const struct iscsi_cmd *cmd)
+{
+	return submit(s, cmd, false);
+}
+
 struct sync_wait {
 	pthread_mutex_t m;
 	pthread_cond_t cv;
@@ -238,7 +251,7 @@ int iscsi_session_exec(struct iscsi_session *s, struct iscsi_cmd *cmd, struct is
 	pthread_cond_init(&w.cv, NULL);
 	cmd->cb = sync_done;
 	cmd->arg = &w;
-	int rc = iscsi_session_submit(s, cmd);
+	int rc = submit(s, cmd, true);
 	if (rc == 0) {
 		pthread_mutex_lock(&w.m);
 		while (!w.done)
@@ -296,15 +309,31 @@ int iscsi_session_drain(struct iscsi_session *s, int timeout_ms)
 	return rc;
 }
 
+/* A synchronous command the target has not been sent (parked, waiting for the window or in the tx queue). */
+static bool pick_sync_unsent(const struct task *t)
+{
+	return t->sync && !t->cmd_sent && !t->tx_pending && !t->done_deferred;
+}
+
 void iscsi_session_stopping(struct iscsi_session *s, int grace_ms)
 {
 	pthread_mutex_lock(&s->lock);
-	int64_t by = clk_now_ms() + (grace_ms > 0 ? grace_ms : 0);
+	int64_t now = clk_now_ms();
+	int64_t by = now + (grace_ms > 0 ? grace_ms : 0);
 	if (!s->stop_by_ms || by < s->stop_by_ms)
 		s->stop_by_ms = by;
 	if (s->attempt_deadline_ms > s->stop_by_ms && !s->closing)
 		iscsi_cancel_fire(s->cancel_fd); /* recover() re-arms it and tries again by stop_by_ms */
 	pthread_cond_broadcast(&s->rec_cv);
+	if (!s->sync_stop_ms) {
+		/* Synchronous commands: new ones are refused, unsent ones fail now, sent ones in sess_hook_tick. */
+		s->sync_stop_ms = now;
+		pthread_cond_broadcast(&s->slot_cv);
+		sess_winq_drop(s, pick_sync_unsent);
+		unsigned n = sess_complete_tasks(s, pick_sync_unsent, -ESHUTDOWN); /* drops the lock around callbacks */
+		if (n)
+			log_debug("stopping: %u control commands not sent yet failed", n);
+	}
 	pthread_mutex_unlock(&s->lock);
 }
 

@@ -22,7 +22,10 @@
  * final result.  A command is re-issued at most ISCSI_REISSUE_MAX times,
  * then fails with -EIO.  Commands still pending replacement_timeout_ms
  * after the loss fail with -ETIMEDOUT, and new submissions fail with
- * -ENOTCONN until the session is back.
+ * -ENOTCONN until the session is back.  A command counts that time from
+ * the first loss it met: reinstatements in between in which the target
+ * answered nothing do not stretch it (a connection on which a re-issued
+ * command is still pending then is dropped, at the next tick).
  */
 #ifndef ISERFUSE_SESSION_H
 #define ISERFUSE_SESSION_H
@@ -128,7 +131,11 @@ int iscsi_session_submit(struct iscsi_session *s, const struct iscsi_cmd *cmd);
 /*
  * Synchronous variant: submit and wait for the completion.  Returns 0 with
  * *res filled (check res->err and res->status), or the submit error.
- * Must not be called on the event thread.
+ * Must not be called on the event thread.  Once the caller is stopping
+ * (iscsi_session_stopping) it returns -ESHUTDOWN at once, and one already
+ * waiting ends with res->err -ESHUTDOWN: at once when the command was not
+ * sent yet, else when the target has not answered it STOP_ANSWER_MS (1 s)
+ * after the stop, by dropping the connection (at the next tick).
  */
 int iscsi_session_exec(struct iscsi_session *s, struct iscsi_cmd *cmd, struct iscsi_cmd_result *res);
 
@@ -165,7 +172,11 @@ void iscsi_session_get_latency(struct iscsi_session *s, uint64_t out[LAT_BUCKETS
  * final SYNCHRONIZE CACHE and close end within grace_ms plus a few
  * seconds however the target behaves.  A connect or login in progress
  * whose deadline lies beyond is cancelled and tried again within the
- * grace.  Any thread; idempotent (the earliest grace holds).
+ * grace.  Synchronous commands (iscsi_session_exec: the caller's
+ * background threads' probes and rescans) fail from now on, pending ones
+ * too, with -ESHUTDOWN (see there), so that those threads can be joined
+ * within about 2 s.  Any thread but the event thread; idempotent (the
+ * earliest grace holds).
  */
 void iscsi_session_stopping(struct iscsi_session *s, int grace_ms);
 

@@ -42,6 +42,12 @@
 /* A task management request not answered within cmd_timeout/2 (2..10 s) escalates. */
 #define TMF_TIMEOUT_MIN_MS 2000
 #define TMF_TIMEOUT_MAX_MS 10000
+/*
+ * At the stop (iscsi_session_stopping) a synchronous command already sent
+ * gets this long to be answered; then its connection is dropped (the ERL 0
+ * way to take a command back from the target) and it fails.
+ */
+#define STOP_ANSWER_MS 1000
 
 /*
  * ITT layout (RFC 7143 §11.1.2.2: the initiator's own choice): generation
@@ -95,6 +101,8 @@ struct task {
 	uint8_t reissues;           /* times re-issued after a connection loss */
 	bool stalled;               /* the CmdSN window kept it unsent past cmd_timeout: its connection was dropped */
 	bool doomed;                /* to complete with deferred_res while the connection is down */
+	bool sync;                  /* submitted by iscsi_session_exec: failed at the stop (iscsi_session_stopping) */
+	int64_t lost_ms;            /* CLOCK_MONOTONIC ms of the first connection loss that caught it (0: none) */
 	/* PDUs of this task handed to the transport and not yet written: the
 	 * caller's buffer is still in use, so completion waits for them. */
 	uint16_t tx_pending;
@@ -132,6 +140,8 @@ struct iscsi_session {
 	bool closing;               /* iscsi_session_close has begun: recovery stops */
 	int cancel_fd;              /* set at open; fired with closing: ends the recovery thread's connect or login (cancel.h) */
 	int64_t stop_by_ms;         /* iscsi_session_stopping: the replacement deadline is no later (0: none) */
+	int64_t sync_stop_ms;       /* iscsi_session_stopping was called then: synchronous commands fail (0: not yet) */
+	bool answered;              /* the target answered a command on this connection (reset at each reinstatement) */
 	int64_t attempt_deadline_ms; /* the recovery thread's connect and login end by then (0: none running) */
 	bool fail_fast;             /* down for longer than replacement_timeout_ms */
 	bool retry_now;             /* iscsi_session_retry_now: the back-off wait ends at once */
@@ -276,6 +286,8 @@ unsigned sess_complete_tasks(struct iscsi_session *s, bool (*pick)(const struct 
 /* Pickers for sess_complete_tasks: every task; the doomed ones. */
 bool sess_pick_any(const struct task *t);
 bool sess_pick_doomed(const struct task *t);
+/* Take every task pick selects out of the window queue (they then sit in no queue). */
+void sess_winq_drop(struct iscsi_session *s, bool (*pick)(const struct task *));
 
 /* ---- session_tx.c: transport hooks on the event thread (take the lock) ---- */
 

@@ -34,12 +34,14 @@
  */
 bool sess_reissue_now(struct iscsi_session *s, struct task *t)
 {
-	if (t->reissues >= ISCSI_REISSUE_MAX) {
-		log_err("command 0x%02x aborted %u times: failing it", t->cmd.cdb[0], t->reissues + 1);
+	bool stop = t->sync && s->sync_stop_ms; /* the stop fails a synchronous command instead */
+	if (t->reissues >= ISCSI_REISSUE_MAX || stop) {
+		if (!stop)
+			log_err("command 0x%02x aborted %u times: failing it", t->cmd.cdb[0], t->reissues + 1);
 		if (t->in_txq)
 			sess_txq_remove(s, t);
 		memset(&t->deferred_res, 0, sizeof(t->deferred_res));
-		t->deferred_res.err = -EIO;
+		t->deferred_res.err = stop ? -ESHUTDOWN : -EIO;
 		t->doomed = true;
 		return true;
 	}
@@ -80,7 +82,13 @@ static void lose_connection(struct iscsi_session *s, int err)
 		struct task *t = &s->tasks[i];
 		if (!t->in_use)
 			continue;
+		if (!t->lost_ms)
+			t->lost_ms = s->lost_ms;
 		if (t->done_deferred) {
+			t->doomed = true;
+		} else if (t->sync && s->sync_stop_ms) { /* the stop takes it back (tick_stop) */
+			memset(&t->deferred_res, 0, sizeof(t->deferred_res));
+			t->deferred_res.err = -ESHUTDOWN;
 			t->doomed = true;
 		} else if ((t->cmd_sent || t->stalled) && t->reissues >= ISCSI_REISSUE_MAX) {
 			log_err("command 0x%02x lost with the connection %u times: failing it", t->cmd.cdb[0],
@@ -178,22 +186,73 @@ static unsigned requeue_parked(struct iscsi_session *s)
 	return n;
 }
 
-/* When pending commands fail: replacement_timeout_ms after the loss, or the stop grace if sooner.  Lock held. */
+/*
+ * The earliest first loss (task.lost_ms) a pending command met, 0 if none
+ * met one before this loss: one re-issued on a reinstated connection that
+ * served nothing before it was lost again.  Lock held.
+ */
+static int64_t oldest_loss(const struct iscsi_session *s)
+{
+	int64_t oldest = 0;
+	for (unsigned i = 0; i < s->ntasks; i++) {
+		const struct task *t = &s->tasks[i];
+		if (t->in_use && t->lost_ms && (!oldest || t->lost_ms < oldest))
+			oldest = t->lost_ms;
+	}
+	return oldest;
+}
+
+/*
+ * When pending commands fail: replacement_timeout_ms after the loss, or
+ * after the first loss one of them met if sooner (however many
+ * reinstatements came between), or the stop grace if sooner.  Lock held.
+ */
 static int64_t replacement_deadline(const struct iscsi_session *s)
 {
-	int64_t d = s->lost_ms + s->cfg.replacement_timeout_ms;
+	int64_t d = s->lost_ms + s->cfg.replacement_timeout_ms, oldest = oldest_loss(s);
+	if (oldest && oldest + s->cfg.replacement_timeout_ms < d)
+		d = oldest + s->cfg.replacement_timeout_ms;
 	return s->stop_by_ms && s->stop_by_ms < d ? s->stop_by_ms : d;
+}
+
+/*
+ * Commands whose first loss lies replacement_timeout_ms back, while this
+ * loss does not yet: those fail (-ETIMEDOUT), the others wait on.  Lock
+ * held (dropped around callbacks).
+ */
+static void fail_expired(struct iscsi_session *s, int64_t now)
+{
+	unsigned n = 0;
+	int64_t oldest = oldest_loss(s);
+	for (unsigned i = 0; i < s->ntasks; i++) {
+		struct task *t = &s->tasks[i];
+		if (t->in_use && !t->doomed && t->lost_ms && now - t->lost_ms >= s->cfg.replacement_timeout_ms) {
+			memset(&t->deferred_res, 0, sizeof(t->deferred_res));
+			t->deferred_res.err = -ETIMEDOUT;
+			t->doomed = true;
+			n++;
+		}
+	}
+	log_err("session to " ISCSI_HOSTPORT_FMT " lost again (%s): %u commands failed, replacement timeout %lld ms "
+		"after the first loss they met (reinstated since without an answer to them)",
+		ISCSI_HOSTPORT_ARGS(s->cfg.host, s->cfg.port), loss_what(s), n, (long long)(now - oldest));
+	sess_complete_tasks(s, sess_pick_doomed, 0);
 }
 
 /*
  * replacement_timeout_ms after the loss (or at the stop grace): pending
  * commands fail with -ETIMEDOUT and new ones with -ENOTCONN until the
- * session is back.  Lock held (dropped around callbacks).
+ * session is back.  Before that, those whose first loss lies that far
+ * back (fail_expired).  Lock held (dropped around callbacks).
  */
 static void check_replacement(struct iscsi_session *s, int64_t now)
 {
 	if (s->fail_fast || now < replacement_deadline(s))
 		return;
+	if (now < s->lost_ms + s->cfg.replacement_timeout_ms && !(s->stop_by_ms && now >= s->stop_by_ms)) {
+		fail_expired(s, now);
+		return;
+	}
 	s->fail_fast = true;
 	pthread_cond_broadcast(&s->slot_cv);
 	pthread_cond_broadcast(&s->state_cv);
@@ -332,6 +391,7 @@ static void recover(struct iscsi_session *s)
 	unsigned n = requeue_parked(s);
 	s->reissued += n;
 	s->state = SS_UP;
+	s->answered = false; /* until the target answers a command on this connection (tick_replaced) */
 	s->fail_fast = false;
 	s->stats.reconnects++;
 	log_msg(sess_path_level(s, LOG_LVL_WARN),

@@ -121,6 +121,7 @@ static int rx_data_in(struct iscsi_session *s, const struct iscsi_bhs *h, const 
 		}
 		c->res.xfer_len = t->rx_offset;
 	}
+	s->answered = true;
 	sess_task_finish(s, t, c);
 	o->done = true;
 	return 0;
@@ -181,6 +182,7 @@ static int rx_scsi_rsp(struct iscsi_session *s, const struct iscsi_bhs *h, const
 		}
 		c->res.xfer_len = t->rx_offset;
 	}
+	s->answered = true;
 	sess_task_finish(s, t, c);
 	o->done = true;
 	return 0;

@@ -77,6 +77,25 @@ void sess_winq_push(struct iscsi_session *s, struct task *t)
 	s->win_tail = t;
 }
 
+void sess_winq_drop(struct iscsi_session *s, bool (*pick)(const struct task *))
+{
+	struct task *prev = NULL;
+	for (struct task *x = s->win_head, *next; x; x = next) {
+		next = x->next;
+		if (!pick(x)) {
+			prev = x;
+			continue;
+		}
+		if (prev)
+			prev->next = next;
+		else
+			s->win_head = next;
+		if (s->win_tail == x)
+			s->win_tail = prev;
+		x->next = NULL;
+	}
+}
+
 /* Give t the ITT of its current generation, wrapping below the reserved ones (ITT_GEN_TMF..). */
 void sess_task_assign_itt(struct task *t)
 {

@@ -5,7 +5,10 @@
  * cmd_timeout_ms gets ABORT TASK, then LOGICAL UNIT RESET, then the
  * connection is dropped; a logout the target asked for is sent once
  * nothing is in flight; a quiet connection gets NOP-Out pings and is
- * dropped when they go unanswered.
+ * dropped when they go unanswered.  The connection is dropped too for a
+ * synchronous command unanswered at the stop (tick_stop) and for a
+ * re-issued command past replacement_timeout on a connection that served
+ * nothing (tick_replaced).
  *
  * Threads: the transport's event thread, session lock held throughout.
  */
@@ -49,8 +52,8 @@ static int tick_cmd_timeout(struct iscsi_session *s, int64_t now, bool *kick)
 {
 	for (unsigned i = 0; i < s->ntasks; i++) {
 		struct task *t = &s->tasks[i];
-		if (!t->in_use || now - t->submit_ms <= s->cfg.cmd_timeout_ms)
-			continue;
+		if (!t->in_use || now - t->submit_ms <= s->cfg.cmd_timeout_ms || (t->sync && s->sync_stop_ms))
+			continue; /* (a synchronous command at the stop: tick_stop's) */
 		if (!t->cmd_sent || t->done_deferred) {
 			log_err("command 0x%02x (ITT 0x%08x) not sent within %d s: dropping the connection",
 				t->cmd.cdb[0], t->itt, s->cfg.cmd_timeout_ms / 1000);
@@ -121,6 +124,54 @@ static int tick_ping(struct iscsi_session *s, int64_t now, bool *kick)
 }
 
 /*
+ * The stop (iscsi_session_stopping): a synchronous command the target was
+ * sent and has not answered STOP_ANSWER_MS later drops the connection
+ * (-ECANCELED); lose_connection then fails it with -ESHUTDOWN, and the
+ * other commands are re-issued after the reconnect, within the stop grace.
+ * Lock held.
+ */
+static int tick_stop(struct iscsi_session *s, int64_t now)
+{
+	if (!s->sync_stop_ms || now - s->sync_stop_ms < STOP_ANSWER_MS)
+		return 0;
+	for (unsigned i = 0; i < s->ntasks; i++) {
+		const struct task *t = &s->tasks[i];
+		if (t->in_use && t->sync && !t->done_deferred) {
+			log_warn("stopping: command 0x%02x (ITT 0x%08x) unanswered %lld ms after the stop: dropping the "
+				 "connection", t->cmd.cdb[0], t->itt, (long long)(now - s->sync_stop_ms));
+			s->drop_reason = "stopping with a control command unanswered";
+			return -ECANCELED;
+		}
+	}
+	return 0;
+}
+
+/*
+ * A command that met a connection loss, re-issued on this connection,
+ * still pending replacement_timeout_ms after that first loss while the
+ * target has answered nothing here since the reinstatement: the target
+ * keeps the session up without serving it (a logout it asks for on every
+ * new connection, say), so the connection is dropped (-ETIMEDOUT) and the
+ * recovery fails it at once.  Lock held.
+ */
+static int tick_replaced(struct iscsi_session *s, int64_t now)
+{
+	if (s->answered)
+		return 0;
+	for (unsigned i = 0; i < s->ntasks; i++) {
+		const struct task *t = &s->tasks[i];
+		if (t->in_use && t->lost_ms && now - t->lost_ms >= s->cfg.replacement_timeout_ms) {
+			log_err("command 0x%02x (ITT 0x%08x) re-issued after a connection loss %lld ms ago and nothing "
+				"answered since: dropping the connection (replacement timeout)", t->cmd.cdb[0], t->itt,
+				(long long)(now - t->lost_ms));
+			s->drop_reason = "replacement timeout, re-issued commands unanswered";
+			return -ETIMEDOUT;
+		}
+	}
+	return 0;
+}
+
+/*
  * Deadlines and keep-alive, once a second on the event thread.  A command
  * older than cmd_timeout_ms, or no PDU at all within noop_timeout_ms of a
  * ping, drops the connection (ERL 0: every outstanding command then fails).
@@ -140,9 +191,12 @@ int sess_hook_tick(void *arg, int64_t now)
 		pthread_mutex_unlock(&s->lock);
 		return 0;
 	}
-	if (s->tmf_sent)
+	rc = tick_stop(s, now);
+	if (!rc)
+		rc = tick_replaced(s, now);
+	if (!rc && s->tmf_sent)
 		rc = tick_tmf(s, now, &kick);
-	else if (!s->tmf_want && s->cfg.cmd_timeout_ms > 0)
+	else if (!rc && !s->tmf_want && s->cfg.cmd_timeout_ms > 0)
 		rc = tick_cmd_timeout(s, now, &kick);
 	if (!rc)
 		rc = tick_relogin(s, now, &kick);

@@ -6,7 +6,8 @@
     fake_target.py --dump OFFSET LENGTH     the disk's initial bytes, to stdout
     fake_target.py --list                   the misbehaviours, one per line
     fake_target.py --trigger NAME           what sets NAME off: login, probe, read, write,
-                                            nop (the first NOP-Out ping), seek (GET LBA STATUS)
+                                            nop (the first NOP-Out ping), seek (GET LBA STATUS),
+                                            rescan (a rescan after the first READ)
 
 It listens on 127.0.0.1:PORT and serves one target, IQN below, with one
 disk LUN 1 of 1 MiB in 512-byte blocks, held in memory and filled with a
@@ -37,6 +38,7 @@ than INQUIRY) gets CHECK CONDITION, UNIT ATTENTION, ASYMMETRIC ACCESS STATE
 CHANGED (2Ah/06h), once.  READ and WRITE through a TPG in standby get NOT
 READY 04h/0Bh, unavailable or offline 04h/0Ch, transitioning 04h/0Ah.
 Without --alua, TPGS is 0 and MAINTENANCE IN is an invalid opcode (20h/00h).
+--alua takes no --misbehave but silent_rtpg.
 
 SendTargets (RFC 7143 Appendix C) answers the target with the portal the
 connection came in on; each --report ADDR adds one more TargetAddress, sent
@@ -145,7 +147,29 @@ TRIGGER = {
     "r2t_repeat_storm": "write",
     "write_rsp_early_good": "write",  # GOOD, residual 0, before the write's data came: the data is dropped
     "log_flood": "read",  # LOG_FLOOD unsolicited TMF Responses and as many unknown Async Messages, then the data
+    # Control commands never answered on a live connection (see SILENT); SIGTERM and unmount meanwhile.
+    "silent_probe_second_path": "probe",    # every command on the second session on: its identity probe
+    "silent_rtpg": "probe",                 # REPORT TARGET PORT GROUPS (an ALUA target, --alua)
+    "silent_rescan_report_luns": "rescan",  # REPORT LUNS from the first READ on: the next rescan's
+    # Reconnect churn (see CHURN): the first READ is never answered, and on every new connection
+    # its re-issue meets the same announcement again.
+    "reconnect_churn_drop": "read",         # AsyncEvent 2: the target will drop the connection
+    "reconnect_churn_logout": "read",       # AsyncEvent 1: the target asks for a logout within 2 s
 }
+
+# silent_*: (when, opcodes) -- the SCSI commands (opcodes; None: every one) left
+# unanswered, on every connection ("always"), from the second normal session's
+# login on ("second") or from the first READ on ("after_read").  Task
+# management for them is ignored too; NOP-Outs are answered, so the connection
+# stays up.  Every connection is served on a thread of its own.
+SILENT = {
+    "silent_probe_second_path": ("second", None),
+    "silent_rtpg": ("always", {0xA3}),
+    "silent_rescan_report_luns": ("after_read", {0xA0}),
+}
+
+# reconnect_churn_*: the Async Message event each READ meets (the READ is never answered).
+CHURN = {"reconnect_churn_drop": 2, "reconnect_churn_logout": 1}
 
 # log_flood: bogus PDUs of each kind, each one ignored by the initiator with a line of its log
 LOG_FLOOD = 1000
@@ -167,7 +191,8 @@ WINDOW_CLOSED_LOGINS = 5
 # whether a redirection happened (so the redirected session's first READ
 # drops the connection, which makes the initiator log in again).
 STATE = {"report": [], "port2": 0, "redirected": "", "dropped_after_redirect": False,
-         "bad_login": "", "bad_login_until": None, "time2wait": 0, "lba_status_cmds": 0}
+         "bad_login": "", "bad_login_until": None, "time2wait": 0, "lba_status_cmds": 0,
+         "logins": 0, "read_seen": False, "churn": 0}
 
 # Misbehaviours left out of --list (and so of the suite).
 GAPS = {}
@@ -315,6 +340,7 @@ class Conn:
         self.writes = {}      # ITT -> write state
         self.pings = {}       # TTT of a NOP-In -> its ping data, echoed in the NOP-Out
         self.ttt = 0x100
+        self.login_no = 0     # normal sessions' logins counted from 1 (SILENT "second")
 
     # ---- wire ----
     def recv_exact(self, n):
@@ -452,6 +478,9 @@ class Conn:
                 raise Closed()
             if final:
                 self.expcmdsn = cmdsn
+                if not self.discovery:
+                    STATE["logins"] += 1
+                    self.login_no = STATE["logins"]
                 return
 
     @staticmethod
@@ -655,12 +684,45 @@ class Conn:
             off += len(chunk)
             sn += 1
 
+    def silenced(self, op):
+        """SILENT: whether command op is left unanswered (logged once per connection and opcode)."""
+        spec = SILENT.get(self.mis)
+        if not spec:
+            return False
+        when, ops = spec
+        if (ops is not None and op not in ops) or (when == "second" and self.login_no < 2) or \
+                (when == "after_read" and not STATE["read_seen"]):
+            return False
+        self.ignore_tmf = True
+        seen = self.__dict__.setdefault("silent_seen", set())
+        if op not in seen:
+            seen.add(op)
+            log("not answering opcode 0x%02x (session %d)" % (op, self.login_no))
+        return True
+
+    def churn(self, itt):
+        """CHURN: announce the drop or ask for the logout; the READ (itt) stays unanswered."""
+        event = STATE["churn"] = STATE["churn"] or CHURN[self.mis]
+        self.send_async(event, 60 if event == 2 else 0, 0 if event == 2 else 2)
+        log("READ ITT 0x%08x: AsyncEvent %d, the READ left unanswered" % (itt, event))
+
+    def send_async(self, event, param2, param3):
+        """An Async Message (RFC 7143 §11.9): event, Parameter2 (Time2Wait), Parameter3 (seconds to log out)."""
+        h = bhs(OP_ASYNC, 0x80, 0, 0, RESERVED)
+        self.sn_fields(h)
+        h[36] = event
+        h[40:42] = param2.to_bytes(2, "big")
+        h[42:44] = param3.to_bytes(2, "big")
+        self.send(h)
+
     def scsi_cmd(self, h, data):
         lun = int.from_bytes(h[8:16], "big")
         itt = int.from_bytes(h[16:20], "big")
         edtl = int.from_bytes(h[20:24], "big")
         cdb = h[32:48]
         op = cdb[0]
+        if self.silenced(op):
+            return
         if op == 0xA0:  # REPORT LUNS
             body = (8).to_bytes(4, "big") + bytes(4) + lun_field(LUN_ID).to_bytes(8, "big")
             alloc = int.from_bytes(cdb[6:10], "big")
@@ -741,6 +803,10 @@ class Conn:
             lba, n = (int.from_bytes(cdb[2:6], "big"), int.from_bytes(cdb[7:9], "big")) if op == 0x28 else (
                 int.from_bytes(cdb[2:10], "big"), int.from_bytes(cdb[10:14], "big"))
             if self.event and self.event_read(itt):
+                return
+            STATE["read_seen"] = True
+            if STATE["churn"] or (self.mis in CHURN and self.fire("read")):
+                self.churn(itt)  # on every later connection too (the misbehaviour itself is once)
                 return
             if lba + n > len(self.disk) // BLOCK:
                 self.check(itt, 0x05, 0x21, 0x00)
@@ -1029,12 +1095,7 @@ class Conn:
                 i += 1
         elif m in ("async_logout", "async_drop_connection", "async_renegotiate"):
             event = {"async_logout": 1, "async_drop_connection": 2, "async_renegotiate": 4}[m]
-            h = bhs(OP_ASYNC, 0x80, 0, 0, RESERVED)
-            self.sn_fields(h)
-            h[36] = event
-            h[40:42] = (0 if event == 1 else 1).to_bytes(2, "big")   # Parameter2: Time2Wait
-            h[42:44] = (3 if event == 1 else 0).to_bytes(2, "big")   # Parameter3: seconds to log out
-            self.send(h)
+            self.send_async(event, 0 if event == 1 else 1, 3 if event == 1 else 0)
             log("sent AsyncEvent %d" % event)
             self.send_read_data(itt, lun, edtl, payload)
         elif m in RECOVERY_LOGIN:
@@ -1111,7 +1172,7 @@ class Conn:
 
 
 def serve_thread(c, sock, peer):
-    """--alua: one connection on a thread of its own (no misbehaviour)."""
+    """--alua or SILENT: one connection on a thread of its own."""
     try:
         c.login()
         log("logged in from %s:%d (TPG %d)" % (peer[0], peer[1], c.tpg))
@@ -1153,8 +1214,8 @@ def main():
         ap.error("--port is required")
     if args.misbehave and args.misbehave not in TRIGGER and args.misbehave not in GAPS:
         ap.error("unknown misbehaviour %s" % args.misbehave)
-    if args.alua and (args.misbehave or args.event):
-        ap.error("--alua serves without --misbehave and --event")
+    if args.alua and (args.misbehave not in ("", "silent_rtpg") or args.event):
+        ap.error("--alua serves without --misbehave (but silent_rtpg) and --event")
     disk = disk_pattern()
     ls = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
     ls.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
@@ -1184,7 +1245,7 @@ def main():
         log("connection on port %d" % sock.getsockname()[1])
         sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
         c = Conn(sock, disk, misbehave, args.event, tpg=1 if ready[0] is ls else 2)
-        if args.alua:
+        if args.alua or misbehave in SILENT:
             # every connection at once, as a multipath initiator has them
             threading.Thread(target=serve_thread, args=(c, sock, peer), daemon=True).start()
             continue

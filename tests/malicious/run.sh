@@ -149,7 +149,18 @@ declare -A expect=(
 #       6 x (cmd_timeout + 2 s); the session stays up and a read succeeds;
 #   luns: the mount takes at most 2 REPORT LUNS (4 with a rescan), and reads work;
 #   seek: one lseek(SEEK_DATA) costs at most 64 GET LBA STATUS round trips
-#       and reports data where the walk stopped.
+#       and reports data where the walk stopped;
+#   silent: a control command of a background thread goes unanswered on a
+#       live connection (the second session's identity probe, with -o
+#       sessions=2; path 0's REPORT TARGET PORT GROUPS; a rescan's REPORT
+#       LUNS, with a rescan every second): SIGTERM, and on a second mount
+#       fusermount3 -u, each end the daemon within 6 s (the 5 s stop grace
+#       + 1 s), exit 0, nothing left mounted;
+#   churn: with replacement_timeout 4 s, every connection the READ is
+#       re-issued on announces a drop (or asks for a logout within 2 s):
+#       the READ fails with EIO within replacement_timeout + 2 s of its
+#       first submission (+ 3 s when the first loss waits for the logout the
+#       target asks for within 2 s), however many reinstatements come between.
 declare -A bounded=(
 	[recovery_login_empty_continue]="outage back"
 	[recovery_login_empty_continue_nop]="outage -"
@@ -160,6 +171,11 @@ declare -A bounded=(
 	[lba_status_one_block]="seek -"
 	[report_luns_growth]="luns -"
 	[r2t_repeat_storm]="storm -"
+	[silent_probe_second_path]="silent -"
+	[silent_rtpg]="silent -"
+	[silent_rescan_report_luns]="silent -"
+	[reconnect_churn_drop]="churn -"
+	[reconnect_churn_logout]="churn -"
 )
 always=''
 if [[ $scenario == *+always ]]; then
@@ -274,23 +290,33 @@ sanitizer_clean() {
 
 # ---------------------------------------------------------------- target
 
-port=''
-for _ in 1 2 3 4 5; do
-	port=$(free_port)
-	python3 "$target_py" --port "$port" --misbehave "$scenario" $always >"$work/target.log" 2>&1 </dev/null &
-	target_pid=$!
-	if _targets_wait_listen "$target_pid" "$port" 10; then
-		break
-	fi
-	_targets_kill "$target_pid" 2
-	target_pid=''
-done
-if [[ -z $target_pid ]]; then
-	fail "fake target started"
-	note "$work/target.log"
-	finish
+# start_target: fake_target.py on a free port (target_pid, port, url), its log in $work/target.log.
+target_more=()
+if [[ $scenario == silent_rtpg ]]; then
+	echo "1 ao" >"$work/alua.states"
+	target_more=(--alua "$work/alua.states")
 fi
-url="iscsi://127.0.0.1:$port/$iqn/1"
+start_target() {
+	port=''
+	for _ in 1 2 3 4 5; do
+		port=$(free_port)
+		python3 "$target_py" --port "$port" --misbehave "$scenario" $always "${target_more[@]}" \
+			>"$work/target.log" 2>&1 </dev/null &
+		target_pid=$!
+		if _targets_wait_listen "$target_pid" "$port" 10; then
+			break
+		fi
+		_targets_kill "$target_pid" 2
+		target_pid=''
+	done
+	if [[ -z $target_pid ]]; then
+		fail "fake target started"
+		note "$work/target.log"
+		finish
+	fi
+	url="iscsi://127.0.0.1:$port/$iqn/1"
+}
+start_target
 
 # expected_bytes OFFSET LENGTH FILE: the disk's initial content there.
 expected_bytes() {
@@ -344,6 +370,76 @@ within() {
 	awk -v l="$1" -v s="$2" 'BEGIN { exit !(s <= l) }'
 }
 
+# timed_exit LIMIT WHAT: wait up to 20 s for the daemon, stopped at $t0, to
+# end; passes WHAT if that took at most LIMIT seconds.  Returns 0 (its exit
+# status in drc, daemon_pid cleared) or 1 (still running).
+timed_exit() {
+	if ! _targets_wait_gone "$daemon_pid" 20; then
+		fail "$2 (still running after 20 s)"
+		return 1
+	fi
+	local took
+	took=$(elapsed_since "$t0")
+	drc=0
+	wait "$daemon_pid" 2>/dev/null || drc=$?
+	daemon_pid=''
+	if within "$1" "$took"; then
+		pass "$2 (${took} s)"
+	else
+		fail "$2 (${took} s)"
+	fi
+}
+
+# silent_run term|umount: mount with default timeouts, set the silent command
+# off, wait until the target has it, stop the daemon by SIGTERM or by
+# fusermount3 -u, and check that it exits 0 within 6 s with nothing left
+# mounted.  The second run gets a fresh target; the first one's daemon log
+# is kept as daemon.log.term.
+silent_run() {
+	local how=$1 opts=() i
+	case $scenario in
+	silent_probe_second_path) opts=(-o sessions=2) ;;
+	silent_rescan_report_luns) opts=(-o rescan_interval=1) ;;
+	esac
+	if [[ $how == umount ]]; then
+		mv "$work/daemon.log" "$work/daemon.log.term"
+		_targets_kill "$target_pid" 5
+		mv "$work/target.log" "$work/target.log.term"
+		start_target
+	fi
+	local murl=$url
+	[[ $scenario == silent_rescan_report_luns ]] && murl=${url%/1} # every LUN: the rescans send REPORT LUNS
+	mount_daemon "$murl" "${opts[@]}"
+	if [[ $scenario == silent_rescan_report_luns ]]; then
+		timeout -k 2 20 dd if="$mnt/lun1" of=/dev/null bs=4096 count=1 iflag=direct status=none ||
+			fail "a read to set the target off"
+	fi
+	for ((i = 0; i < 300; i++)); do
+		grep -q 'not answering opcode' "$work/target.log" && break
+		sleep 0.1
+	done
+	check "$how: the target leaves a control command unanswered" grep -q 'not answering opcode' "$work/target.log"
+	sleep 1 # the command is waited on now
+	t0=$EPOCHREALTIME
+	if [[ $how == term ]]; then
+		kill -TERM "$daemon_pid"
+	else
+		timeout -k 2 10 fusermount3 -u "$mnt" || fail "$how: fusermount3 -u"
+	fi
+	if timed_exit 6 "$how: the daemon ends within the stop grace + 1 s"; then
+		check_eq "$how: the daemon exits 0 (nothing was written)" "$drc" 0
+	else
+		_targets_kill "$daemon_pid" 5
+		daemon_pid=''
+	fi
+	if is_mounted "$mnt"; then
+		fail "$how: nothing left mounted"
+		fusermount3 -u "$mnt" 2>/dev/null || fusermount3 -uz "$mnt" 2>/dev/null || true
+	else
+		pass "$how: nothing left mounted"
+	fi
+}
+
 if [[ $want_io == bounded ]]; then
 	read -r kind back <<<"${bounded[$scenario]}"
 	rt=3
@@ -355,8 +451,18 @@ if [[ $want_io == bounded ]]; then
 	[[ $trigger == nop ]] && noop=1
 	burl=$url
 	[[ $kind == luns ]] && burl=${url%/1} # every LUN: REPORT LUNS at the mount and in rescans
+	[[ $kind == churn ]] && rt=4
 	more=()
 	[[ $kind == stop ]] && more=(-o rescan_interval=1) # a rescan waits on the recovery too
+	if [[ $kind == silent ]]; then
+		silent_run term
+		silent_run umount
+		sanitizer_clean "$work/daemon.log.term"
+		sanitizer_clean "$work/daemon.log"
+		((failed)) && note "$work/daemon.log.term"
+		((failed)) && note "$work/daemon.log"
+		finish
+	fi
 	mount_daemon "$burl" -o cmd_timeout=$ct -o noop_interval=$noop -o replacement_timeout=$rt "${more[@]}"
 	case $kind in
 	outage)
@@ -423,20 +529,9 @@ if [[ $want_io == bounded ]]; then
 		sleep 2.5 # the rescan every second has a command waiting on the recovery by now
 		t0=$EPOCHREALTIME
 		kill -TERM "$daemon_pid"
-		if _targets_wait_gone "$daemon_pid" 20; then
-			took=$(elapsed_since "$t0")
-			drc=0
-			wait "$daemon_pid" 2>/dev/null || drc=$?
-			daemon_pid=''
-			if within 8 "$took"; then
-				pass "SIGTERM during the recovery ends the daemon within 8 s (${took} s)"
-			else
-				fail "SIGTERM during the recovery ends the daemon within 8 s (${took} s)"
-			fi
+		if timed_exit 8 "SIGTERM during the recovery ends the daemon within 8 s"; then
 			# only a read was made: nothing to sync, a clean stop
 			check_eq "the daemon exits 0 (nothing was written)" "$drc" 0
-		else
-			fail "SIGTERM during the recovery ends the daemon within 8 s (still running after 20 s)"
 		fi
 		rc=0
 		wait "$dd_pid" || rc=$?
@@ -449,6 +544,29 @@ if [[ $want_io == bounded ]]; then
 			fail "nothing left mounted"
 		else
 			pass "nothing left mounted"
+		fi
+		;;
+	churn)
+		rc=0
+		limit=$((rt + 2))
+		# the first loss waits for the logout delay the target asks for (2 s), the next tick and the Logout
+		[[ $scenario == reconnect_churn_logout ]] && limit=$((rt + 5))
+		t0=$EPOCHREALTIME
+		timeout -k 2 60 dd if="$mnt/lun1" of="$work/got" bs=65536 count=1 iflag=direct status=none \
+			2>"$work/dd.log" || rc=$?
+		took=$(elapsed_since "$t0")
+		if ((rc != 0 && rc != 124 && rc != 137)) && grep -q 'Input/output error' "$work/dd.log" &&
+			within "$limit" "$took"; then
+			pass "read fails with EIO within $limit s of its submission (${took} s)"
+		else
+			fail "read fails with EIO within $limit s of its submission (exit $rc after ${took} s)"
+			note "$work/dd.log"
+		fi
+		n=$(grep -c 'reinstated after' "$work/daemon.log" || true)
+		if ((n >= 1)); then
+			pass "the session was reinstated in between ($n times)"
+		else
+			fail "the session was reinstated in between"
 		fi
 		;;
 	relogin)

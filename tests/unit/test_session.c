@@ -6,8 +6,9 @@
  * drops the connection after the Nth.  Checks what reached each
  * "connection": commands re-issued in their original order with fresh
  * ITTs and consecutive new CmdSNs, callbacks exactly once, the re-issue
- * cap, the replacement timeout, iscsi_session_close during recovery, and
- * the command timeout's ABORT TASK / LOGICAL UNIT RESET escalation.
+ * cap, the replacement timeout (counted from a command's first loss),
+ * iscsi_session_close during recovery, the command timeout's ABORT TASK /
+ * LOGICAL UNIT RESET escalation, and the stop failing synchronous commands.
  * Real targets are exercised by the recovery suite.
  */
 #include <criterion/criterion.h>
@@ -860,4 +861,123 @@ Test(session, result_status_only_what_the_target_sent)
 	r = (struct iscsi_cmd_result){.status = 0x08};
 	cr_assert_str_eq(iscsi_cmd_result_status(&r, b, sizeof(b)), " (status 0x08)", "BUSY: no sense");
 	cr_assert_str_eq(iscsi_cmd_result_status(&r, b, 5), " (st", "truncated to fit");
+}
+
+/* ---- the stop: synchronous commands (iscsi_session_exec) fail ---- */
+
+struct exec_call {
+	struct iscsi_session *s;
+	pthread_t thread;
+	int rc;
+	struct iscsi_cmd_result res;
+	int64_t ended_ms;
+};
+
+static void *exec_thread(void *arg)
+{
+	struct exec_call *e = arg;
+	struct iscsi_cmd cmd = {.cdb_len = 6, .dir = ISCSI_DIR_NONE}; /* TEST UNIT READY */
+	e->rc = iscsi_session_exec(e->s, &cmd, &e->res);
+	e->ended_ms = clk_now_ms();
+	return NULL;
+}
+
+/* iscsi_session_exec of a TEST UNIT READY on a thread of its own. */
+static void exec_start(struct exec_call *e, struct iscsi_session *s)
+{
+	memset(e, 0, sizeof(*e));
+	e->s = s;
+	cr_assert_eq(pthread_create(&e->thread, NULL, exec_thread, e), 0);
+}
+
+/* iscsi_session_stopping with a 5 s grace, then e's end: it failed with -ESHUTDOWN; returns the ms it took. */
+static int64_t stop_and_join(struct iscsi_session *s, struct exec_call *e)
+{
+	int64_t t0 = clk_now_ms();
+	iscsi_session_stopping(s, 5000);
+	pthread_join(e->thread, NULL);
+	cr_assert_eq(e->rc, 0);
+	cr_assert_eq(e->res.err, -ESHUTDOWN, "the synchronous command fails at the stop (err %d)", e->res.err);
+	return e->ended_ms - t0;
+}
+
+static int seen_count(struct world *w)
+{
+	pthread_mutex_lock(&w->m);
+	int n = w->nseen;
+	pthread_mutex_unlock(&w->m);
+	return n;
+}
+
+Test(session, stop_fails_an_unanswered_synchronous_command_and_reissues_the_rest, .timeout = 10)
+{
+	struct world w;
+	init_world(&w); /* connection 0 answers nothing, connection 1 everything */
+	w.answer[1] = true;
+	struct iscsi_session_config cfg = config(&w, 60000);
+	struct iscsi_session *s = NULL;
+	char err[256] = "";
+	cr_assert_eq(iscsi_session_open(&cfg, &s, err, sizeof(err)), 0, "%s", err);
+	cr_assert_eq(submit(s, 0), 0);
+	struct exec_call e;
+	exec_start(&e, s);
+	for (int i = 0; i < 200 && seen_count(&w) < 2; i++)
+		usleep(10000);
+	cr_assert_eq(seen_count(&w), 2, "both commands were sent");
+	int64_t took = stop_and_join(s, &e);
+	cr_assert_lt(took, 2000, "after %lld ms (1 s to answer, then the drop)", (long long)took);
+	cr_assert(wait_done(1));
+	cr_assert_eq(done.err[0], 0, "the other command is re-issued on the new connection and answered");
+	struct iscsi_cmd cmd = {.cdb_len = 6, .dir = ISCSI_DIR_NONE};
+	struct iscsi_cmd_result res;
+	cr_assert_eq(iscsi_session_exec(s, &cmd, &res), -ESHUTDOWN, "a new synchronous command is refused");
+	cr_assert_eq(submit(s, 1), 0, "I/O is still taken");
+	cr_assert(wait_done(2));
+	cr_assert_eq(done.err[1], 0);
+	iscsi_session_close(s, 1000);
+}
+
+Test(session, stop_fails_a_parked_synchronous_command_at_once)
+{
+	struct world w;
+	init_world(&w);
+	w.drop_after[0] = 1; /* the command drops the connection; the target is then gone */
+	struct iscsi_session_config cfg = config(&w, 60000);
+	struct iscsi_session *s = NULL;
+	char err[256] = "";
+	cr_assert_eq(iscsi_session_open(&cfg, &s, err, sizeof(err)), 0, "%s", err);
+	pthread_mutex_lock(&w.m);
+	w.refuse = -1;
+	pthread_mutex_unlock(&w.m);
+	struct exec_call e;
+	exec_start(&e, s);
+	for (int i = 0; i < 200 && (seen_count(&w) < 1 || iscsi_session_up(s)); i++)
+		usleep(10000);
+	usleep(50000); /* parked, reconnecting in vain */
+	int64_t took = stop_and_join(s, &e);
+	cr_assert_lt(took, 200, "a command not sent fails at once (%lld ms), not at the stop grace", (long long)took);
+	iscsi_session_close(s, 100);
+}
+
+/* ---- a replacement timeout a target cannot stretch ---- */
+
+Test(session, reissued_command_unanswered_fails_at_replacement_timeout_from_the_first_loss)
+{
+	struct world w;
+	init_world(&w);
+	w.drop_after[0] = 1; /* lost with the first connection; the next ones take it and answer nothing */
+	struct iscsi_session_config cfg = config(&w, 500);
+	struct iscsi_session *s = NULL;
+	char err[256] = "";
+	cr_assert_eq(iscsi_session_open(&cfg, &s, err, sizeof(err)), 0, "%s", err);
+	int64_t t0 = clk_now_ms();
+	cr_assert_eq(submit(s, 0), 0);
+	for (int tries = 0; tries < 300 && calls(0) == 0; tries++)
+		usleep(10000);
+	int64_t took = clk_now_ms() - t0;
+	cr_assert_eq(calls(0), 1, "still pending after %lld ms", (long long)took);
+	cr_assert_eq(done.err[0], -ETIMEDOUT);
+	cr_assert_lt(took, 1500, "failed %lld ms after the loss: replacement timeout 500 ms + a tick", (long long)took);
+	cr_assert_geq(seen_count(&w), 2, "re-issued on a reinstated connection first");
+	iscsi_session_close(s, 100);
 }
