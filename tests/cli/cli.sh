@@ -28,6 +28,8 @@ here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 . "$here/../lib/targets.sh"
 # shellcheck source-path=SCRIPTDIR source=../lib/report.sh
 . "$here/../lib/report.sh"
+# shellcheck source-path=SCRIPTDIR source=../lib/suite.sh
+. "$here/../lib/suite.sh"
 
 if [[ $# -ne 3 ]]; then
 	echo "usage: $0 ISERFUSE_BINARY UNIT_FILE MAN_PAGE" >&2
@@ -43,19 +45,28 @@ fi
 
 initiator=iqn.2026-11.org.example:cli
 work=$(mktemp -d /tmp/iserfuse-cli.XXXXXX)
+sanitizer_logs "$work"
 mnt=$work/mnt
 mkdir -p "$mnt"
 
 is_mounted() { grep -qF " $1 " /proc/mounts; }
 cleanup() {
-	local m
+	local m rc=$?
+	set +e
 	for m in "$mnt" "$work/mnt2" "$work/ex-disk" "$work/ex-ro"; do
 		if is_mounted "$m"; then
 			fusermount3 -u "$m" 2>/dev/null || umount -l "$m" 2>/dev/null || true
 		fi
 	done
 	tgtd_stop "$work/tgt"
-	rm -rf "$work"
+	sanitizer_check || rc=1
+	if ((rc == 0 && failed == 0)); then
+		rm -rf "$work"
+	else
+		rm -f "$work"/tgt/*.img
+		echo "# logs kept in $work"
+	fi
+	exit "$rc"
 }
 trap cleanup EXIT
 
