@@ -94,7 +94,9 @@ run_fail1() {
 	else
 		fail "$what (exit $rc)"
 		note "$work/out"
+		is_mounted "$mnt" && unmount "$mnt" # the checks after this one need the mount point free
 	fi
+	return 0
 }
 unmount() {
 	fusermount3 -u "$1" 2>/dev/null || umount "$1" 2>/dev/null || true
@@ -277,8 +279,16 @@ if [[ -w $uring_param ]]; then
 		fi
 		run_fail1 "enable_uring=N: -o io_uring=on exits 1 and mounts nothing" "io_uring=on: .*enable_uring is N" \
 			"$iserfuse" "$url" "$mnt" -o io_uring=on
+		run_fail1 "enable_uring=N: ISERFUSE_IO_URING=on without -o io_uring= exits 1 and mounts nothing" \
+			"io_uring=on: .*enable_uring is N" env ISERFUSE_IO_URING=on "$iserfuse" "$url" "$mnt"
+		if run_ok "enable_uring=N: -o io_uring=auto wins over ISERFUSE_IO_URING=on" \
+			env ISERFUSE_IO_URING=on "$iserfuse" "$url" "$mnt" -o io_uring=auto; then
+			unmount "$mnt"
+		fi
 	fi
 	run_fail1 "-o io_uring=sometimes exits 1" "bad option 'io_uring=sometimes'" "$iserfuse" "$url" "$mnt" -o io_uring=sometimes
+	run_fail1 "ISERFUSE_IO_URING=sometimes exits 1" "^iserfuse: bad ISERFUSE_IO_URING 'sometimes': auto, on or off expected$" \
+		env ISERFUSE_IO_URING=sometimes "$iserfuse" "$url" "$mnt"
 	echo Y >"$uring_param"
 	for mode in auto on; do
 		if run_ok "enable_uring=Y: -o io_uring=$mode mounts" "$iserfuse" "$url" "$mnt" -o io_uring=$mode; then
