@@ -23,7 +23,7 @@
 #                              daemon's); returns dd's status
 #   unmount_check              fusermount3 -u $work/mnt, the daemon ($daemon)
 #                              exits 0, no sanitizer report in
-#                              $work/daemon.log nor in its sanitizer.PID
+#                              $work/daemon.log nor in its report files
 #                              file (suite.sh's sanitizer_pid_check; both
 #                              report.sh checks); clears $daemon
 
@@ -90,7 +90,7 @@ dd_check() {
 }
 
 # unmount_check: fusermount3 -u $work/mnt, then the daemon ($daemon) must exit 0
-# and neither its log ($work/daemon.log) nor its sanitizer.PID file hold a
+# and neither its log ($work/daemon.log) nor its report files (suite.sh) hold a
 # sanitizer report; clears $daemon.
 unmount_check() {
 	local pid=$daemon
