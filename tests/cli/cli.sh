@@ -757,12 +757,12 @@ if [[ ! -s $work/man.err ]] && grep -q "THREAD MODEL" "$work/man.txt"; then pass
 	fail "man -l renders the page without warnings"
 	note "$work/man.err"
 fi
-missing=
+unnamed=
 for opt in config initiator_name ro queue_depth max_io_kib pool_slices login_timeout cmd_timeout \
 	noop_interval noop_timeout header_digest data_digest secret_file log_level umask allow_other; do
-	grep -q -- "$opt" "$work/man.txt" || missing="$missing $opt"
+	grep -q -- "$opt" "$work/man.txt" || unnamed="$unnamed $opt"
 done
-check_eq "the man page names every option" "${missing# }" ""
+check_eq "the man page names every option" "${unnamed# }" ""
 for section in SYNOPSIS OPTIONS "URL SYNTAX" FILES "EXIT STATUS" "THREAD MODEL" SECURITY EXAMPLES "SEE ALSO"; do
 	check "the man page has $section" grep -q "^$section" "$work/man.txt"
 done

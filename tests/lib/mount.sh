@@ -78,6 +78,7 @@ wait_exit() {
 dd_check() {
 	local what=$1 log=$2 rc=0
 	shift 2
+	# shellcheck disable=SC2154 # $work is the script's (suite.sh)
 	dd "$@" status=none 2>"$work/dd.err" || rc=$?
 	if ((rc == 0)); then
 		pass "$what"
