@@ -24,8 +24,9 @@
 #   unmount_check              fusermount3 -u $work/mnt, the daemon ($daemon)
 #                              exits 0, no sanitizer report in
 #                              $work/daemon.log nor in its report files
-#                              file (suite.sh's sanitizer_pid_check; both
-#                              report.sh checks); clears $daemon
+#                              (suite.sh's sanitizer_pid_check; all
+#                              report.sh checks); clears $daemon once it
+#                              has exited
 
 is_mounted() {
 	mountpoint -q "$1" 2>/dev/null || grep -qF " $1 " /proc/mounts
