@@ -263,6 +263,12 @@ static int mount_check(struct mount *m)
 			gw_settings_where(o, GW_OPT_IO_URING, where, sizeof(where)), o->str[GW_OPT_IO_URING]);
 		return -1;
 	}
+	/* given neither on the command line nor in the configuration file: the environment's, if any */
+	const char *uenv = getenv("ISERFUSE_IO_URING");
+	if (!o->str[GW_OPT_IO_URING] && uenv && *uenv && gw_uring_mode_parse(uenv, &m->umode)) {
+		fprintf(stderr, "iserfuse: bad ISERFUSE_IO_URING '%s': auto, on or off expected\n", uenv);
+		return -1;
+	}
 	explicit_bzero(o->url, strlen(o->url));
 	log_set_context(m->url.target); /* every line names the target (and the LUN where it is about one) */
 	if (gw_creds_load(&m->creds, &m->url, o->str[GW_OPT_SECRET_FILE],

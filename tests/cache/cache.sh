@@ -32,6 +32,8 @@ here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 . "$here/../lib/targets.sh"
 # shellcheck source-path=SCRIPTDIR source=../lib/report.sh
 . "$here/../lib/report.sh"
+# shellcheck source-path=SCRIPTDIR source=../lib/suite.sh
+. "$here/../lib/suite.sh"
 
 if [[ $# -ne 1 || ! -x $1 ]]; then
 	echo "usage: $0 ISERFUSE_BINARY" >&2
@@ -44,6 +46,7 @@ if [[ $(id -u) -ne 0 ]]; then
 fi
 
 work=$(mktemp -d "${TMPDIR:-/tmp}/iserfuse-cache.XXXXXX")
+sanitizer_logs "$work"
 mnt=$work/mnt
 mnt2=$work/mnt2
 mkdir -p "$mnt" "$mnt2"
@@ -61,6 +64,7 @@ cleanup() {
 	[[ -n $daemon ]] && _targets_kill "$daemon" 5
 	[[ -n $daemon2 ]] && _targets_kill "$daemon2" 5
 	tgtd_stop "$work/tgtd"
+	sanitizer_check || rc=1
 	if ((rc == 0 && failed == 0)); then
 		rm -rf "$work"
 	else

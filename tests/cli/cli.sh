@@ -28,6 +28,10 @@ here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 . "$here/../lib/targets.sh"
 # shellcheck source-path=SCRIPTDIR source=../lib/report.sh
 . "$here/../lib/report.sh"
+# shellcheck source-path=SCRIPTDIR source=../lib/suite.sh
+. "$here/../lib/suite.sh"
+# shellcheck source-path=SCRIPTDIR source=../lib/mount.sh
+. "$here/../lib/mount.sh"
 
 if [[ $# -ne 3 ]]; then
 	echo "usage: $0 ISERFUSE_BINARY UNIT_FILE MAN_PAGE" >&2
@@ -43,19 +47,29 @@ fi
 
 initiator=iqn.2026-11.org.example:cli
 work=$(mktemp -d /tmp/iserfuse-cli.XXXXXX)
+sanitizer_logs "$work"
 mnt=$work/mnt
 mkdir -p "$mnt"
 
 is_mounted() { grep -qF " $1 " /proc/mounts; }
 cleanup() {
-	local m
+	local m rc=$?
+	set +e
+	[[ -n ${uring_was:-} ]] && echo "$uring_was" >"$uring_param"
 	for m in "$mnt" "$work/mnt2" "$work/ex-disk" "$work/ex-ro"; do
 		if is_mounted "$m"; then
 			fusermount3 -u "$m" 2>/dev/null || umount -l "$m" 2>/dev/null || true
 		fi
 	done
 	tgtd_stop "$work/tgt"
-	rm -rf "$work"
+	sanitizer_check || rc=1
+	if ((rc == 0 && failed == 0)); then
+		rm -rf "$work"
+	else
+		rm -f "$work"/tgt/*.img
+		echo "# logs kept in $work"
+	fi
+	exit "$rc"
 }
 trap cleanup EXIT
 
@@ -70,17 +84,19 @@ run_ok() {
 	fi
 	return "$rc"
 }
-# run_fail1 WHAT PATTERN CMD...: CMD exits 1, says PATTERN (grep -E) and mounts nothing.
+# run_fail1 WHAT PATTERN CMD...: CMD exits 1, says one line, PATTERN (grep -E), and mounts nothing.
 run_fail1() {
 	local what=$1 pattern=$2 rc=0
 	shift 2
 	timeout -k 5 60 "$@" >"$work/out" 2>&1 || rc=$?
-	if ((rc == 1)) && grep -qE -- "$pattern" "$work/out" && ! is_mounted "$mnt"; then
+	if ((rc == 1)) && [[ $(wc -l <"$work/out") == 1 ]] && grep -qE -- "$pattern" "$work/out" && ! is_mounted "$mnt"; then
 		pass "$what"
 	else
 		fail "$what (exit $rc)"
 		note "$work/out"
+		is_mounted "$mnt" && unmount "$mnt" # the checks after this one need the mount point free
 	fi
+	return 0
 }
 unmount() {
 	fusermount3 -u "$1" 2>/dev/null || umount "$1" 2>/dev/null || true
@@ -243,55 +259,90 @@ port=$(<"$work/tgt/port")
 # ---------------------------------------------------------------- FUSE over io_uring: which path serves the mount
 # The kernel offers the rings only to mounts made while enable_uring is Y;
 # the suite sets it for these mounts and always puts back what it found.
+# ISERFUSE_IO_URING=on (.ci/run's io_uring pass: every mount requires the
+# rings) means the rings are expected: an enable_uring that cannot be set
+# fails, and enable_uring stays Y (the suites running alongside mount
+# meanwhile), so the enable_uring=N checks are left to the first pass.
 uring_param=/sys/module/fuse/parameters/enable_uring
+uring_pass=''
+[[ ${ISERFUSE_IO_URING:-} == on ]] && uring_pass=1
 if [[ -w $uring_param ]]; then
 	uring_was=$(cat "$uring_param")
-	uring_restore() { echo "$uring_was" >"$uring_param"; }
-	trap 'uring_restore; cleanup' EXIT
-	echo N >"$uring_param"
-	if run_ok "enable_uring=N: -o io_uring=auto mounts" "$iserfuse" "$url" "$mnt" -o io_uring=auto; then
-		check_eq "enable_uring=N: io_uring=auto: .stats fuse_path dev" "$(stat_of "$mnt" fuse_path)" dev
-		check_eq "enable_uring=N: io_uring=auto: .stats fuse_ring_requests 0" "$(stat_of "$mnt" fuse_ring_requests)" 0
-		unmount "$mnt"
+	if [[ -n $uring_pass ]]; then
+		skip "enable_uring=N: io_uring=auto and io_uring=on" "the io_uring pass keeps enable_uring Y (checked in the first pass)"
+	else
+		echo N >"$uring_param"
+		if run_ok "enable_uring=N: -o io_uring=auto mounts" "$iserfuse" "$url" "$mnt" -o io_uring=auto; then
+			check_eq "enable_uring=N: io_uring=auto: .stats fuse_path dev" "$(stat_of "$mnt" fuse_path)" dev
+			check_eq "enable_uring=N: io_uring=auto: .stats fuse_ring_requests 0" "$(stat_of "$mnt" fuse_ring_requests)" 0
+			unmount "$mnt"
+		fi
+		run_fail1 "enable_uring=N: -o io_uring=on exits 1 and mounts nothing" "io_uring=on: .*enable_uring is N" \
+			"$iserfuse" "$url" "$mnt" -o io_uring=on
+		run_fail1 "enable_uring=N: ISERFUSE_IO_URING=on without -o io_uring= exits 1 and mounts nothing" \
+			"io_uring=on: .*enable_uring is N" env ISERFUSE_IO_URING=on "$iserfuse" "$url" "$mnt"
+		if run_ok "enable_uring=N: -o io_uring=auto wins over ISERFUSE_IO_URING=on" \
+			env ISERFUSE_IO_URING=on "$iserfuse" "$url" "$mnt" -o io_uring=auto; then
+			unmount "$mnt"
+		fi
 	fi
-	run_fail1 "enable_uring=N: -o io_uring=on exits 1 and mounts nothing" "io_uring=on: .*enable_uring is N" \
-		"$iserfuse" "$url" "$mnt" -o io_uring=on
-	check_eq "enable_uring=N: io_uring=on says one line" "$(wc -l <"$work/out")" 1
 	run_fail1 "-o io_uring=sometimes exits 1" "bad option 'io_uring=sometimes'" "$iserfuse" "$url" "$mnt" -o io_uring=sometimes
+	run_fail1 "ISERFUSE_IO_URING=sometimes exits 1" "^iserfuse: bad ISERFUSE_IO_URING 'sometimes': auto, on or off expected$" \
+		env ISERFUSE_IO_URING=sometimes "$iserfuse" "$url" "$mnt"
 	echo Y >"$uring_param"
 	for mode in auto on; do
 		if run_ok "enable_uring=Y: -o io_uring=$mode mounts" "$iserfuse" "$url" "$mnt" -o io_uring=$mode; then
 			check_eq "enable_uring=Y: io_uring=$mode: .stats fuse_path io_uring" "$(stat_of "$mnt" fuse_path)" io_uring
-			dd if=/dev/zero of="$mnt/lun1" bs=4k count=64 oflag=direct conv=notrunc status=none
-			dd if="$mnt/lun1" of=/dev/null bs=4k count=64 iflag=direct status=none
+			log=$work/ring-$mode.log
+			: >"$log"
+			dd_check "enable_uring=Y: io_uring=$mode: 64 direct 4 KiB writes" "$log" \
+				if=/dev/zero of="$mnt/lun1" bs=4k count=64 oflag=direct conv=notrunc || true
+			dd_check "enable_uring=Y: io_uring=$mode: 64 direct 4 KiB reads" "$log" \
+				if="$mnt/lun1" of=/dev/null bs=4k count=64 iflag=direct || true
 			n=$(stat_of "$mnt" fuse_ring_requests)
 			check "enable_uring=Y: io_uring=$mode: 128 direct I/Os came on the rings (fuse_ring_requests $n)" \
 				test "${n:-0}" -ge 128
 			unmount "$mnt"
 		fi
 	done
-	# SIGTERM with requests in flight on the rings: the usual stop, exit 0, nothing left mounted
+	# SIGTERM with requests in flight on the rings: the usual stop, exit 0, nothing left mounted; fio's
+	# I/O after the stop fails (exit 1), it does not hang (timeout's 124) or die of a signal
+	what="enable_uring=Y: SIGTERM during QD32 direct writes over the rings"
 	"$iserfuse" -f -o io_uring=on "$url" "$mnt" >"$work/uring-term.log" 2>&1 &
 	fg_pid=$!
-	for _ in $(seq 100); do is_mounted "$mnt" && break; sleep 0.1; done
-	timeout 20 fio --name=term --filename="$mnt/lun1" --size=8m --rw=randwrite --bs=4k --iodepth=32 --ioengine=libaio \
-		--direct=1 --runtime=10 --time_based >/dev/null 2>&1 &
-	dd_pid=$!
-	sleep 1
-	kill -TERM "$fg_pid" 2>/dev/null || true
-	rc=0
-	wait "$fg_pid" || rc=$?
-	wait "$dd_pid" 2>/dev/null || true
-	check_eq "enable_uring=Y: SIGTERM during QD32 direct writes over the rings: exit 0, nothing mounted" \
-		"$rc $(is_mounted "$mnt" && echo mounted || echo gone)" "0 gone"
+	if wait_lun "$mnt" 100 "$fg_pid"; then
+		pass "$what: mounted"
+		r0=$(stat_of "$mnt" fuse_ring_requests)
+		timeout 20 fio --name=term --filename="$mnt/lun1" --size=8m --rw=randwrite --bs=4k --iodepth=32 \
+			--ioengine=libaio --direct=1 --runtime=10 --time_based >"$work/uring-term.fio" 2>&1 &
+		fio_pid=$!
+		sleep 1
+		r1=$(stat_of "$mnt" fuse_ring_requests)
+		check "$what: fio's writes came on the rings in the second before the signal (fuse_ring_requests $r0 -> $r1)" \
+			test "${r1:-0}" -gt "$((${r0:-0} + 32))"
+		kill -TERM "$fg_pid" 2>/dev/null || true
+		rc=0
+		wait "$fg_pid" || rc=$?
+		frc=0
+		wait "$fio_pid" || frc=$?
+		check_eq "$what: exit 0, nothing mounted" "$rc $(is_mounted "$mnt" && echo mounted || echo gone)" "0 gone"
+		check_eq "$what: fio's I/O after the stop fails (fio exit 1, not a hang or a signal)" "$frc" 1
+		((frc == 1)) || note "$work/uring-term.fio"
+	else
+		fail "$what: mounted"
+		note "$work/uring-term.log"
+		kill -TERM "$fg_pid" 2>/dev/null || true
+		wait "$fg_pid" 2>/dev/null || true
+	fi
 	if run_ok "enable_uring=Y: -o io_uring=off mounts" "$iserfuse" "$url" "$mnt" -o io_uring=off; then
 		check_eq "enable_uring=Y: io_uring=off: .stats fuse_path dev" "$(stat_of "$mnt" fuse_path)" dev
 		unmount "$mnt"
 	fi
-	uring_restore
-	trap cleanup EXIT
+	echo "$uring_was" >"$uring_param"
+elif [[ -n $uring_pass ]]; then
+	fail "FUSE over io_uring expected (ISERFUSE_IO_URING=on): $uring_param is not writable"
 else
-	skip "FUSE over io_uring: $uring_param is not writable (kernel without CONFIG_FUSE_IO_URING)"
+	skip "FUSE over io_uring" "$uring_param is not writable (kernel without CONFIG_FUSE_IO_URING)"
 fi
 
 # ---------------------------------------------------------------- configuration errors
@@ -378,9 +429,10 @@ if run_ok "iserfuse lab mounts section [lab] on its mountpoint" "$iserfuse" -o "
 	m0=$(awk '$1=="rmw_bytes_copied"{print $2}' "$work/stats0")
 	x0=$(awk '$1=="tx_direct"{print $2}' "$work/stats0")
 	dd if=/dev/urandom of="$work/pattern" bs=64k count=1 status=none
-	dd if="$work/pattern" of="$mnt/lun1" bs=64k seek=3 conv=notrunc,fsync status=none
-	dd if="$mnt/lun1" of=/dev/null bs=1M count=2 iflag=direct status=none
-	printf 'xyz' | dd of="$mnt/lun1" bs=3 seek=100 conv=notrunc status=none
+	dd_check ".stats: 64 KiB written" "" if="$work/pattern" of="$mnt/lun1" bs=64k seek=3 conv=notrunc,fsync || true
+	dd_check ".stats: 2 MiB read" "" if="$mnt/lun1" of=/dev/null bs=1M count=2 iflag=direct || true
+	check ".stats: 3 bytes written at byte 300" \
+		bash -c "printf xyz | dd of='$mnt/lun1' bs=3 seek=100 conv=notrunc status=none"
 	c1=$(stat_of "$mnt" commands)
 	r1=$(stat_of "$mnt" bytes_read)
 	w1=$(stat_of "$mnt" bytes_written)
@@ -727,12 +779,12 @@ if [[ ! -s $work/man.err ]] && grep -q "THREAD MODEL" "$work/man.txt"; then pass
 	fail "man -l renders the page without warnings"
 	note "$work/man.err"
 fi
-missing=
+unnamed=
 for opt in config initiator_name ro queue_depth max_io_kib pool_slices login_timeout cmd_timeout \
 	noop_interval noop_timeout header_digest data_digest secret_file log_level umask allow_other; do
-	grep -q -- "$opt" "$work/man.txt" || missing="$missing $opt"
+	grep -q -- "$opt" "$work/man.txt" || unnamed="$unnamed $opt"
 done
-check_eq "the man page names every option" "${missing# }" ""
+check_eq "the man page names every option" "${unnamed# }" ""
 for section in SYNOPSIS OPTIONS "URL SYNTAX" FILES "EXIT STATUS" "THREAD MODEL" SECURITY EXAMPLES "SEE ALSO"; do
 	check "the man page has $section" grep -q "^$section" "$work/man.txt"
 done

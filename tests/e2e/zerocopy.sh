@@ -7,8 +7,10 @@
 #
 #   zerocopy.sh ISERFUSE_BINARY
 #
-# Starts tgtd (LUN 1, 256 MiB, sparse), mounts it over TCP with
-# cache_size=0 (no block cache: it copies by design), then:
+# Starts tgtd (LUN 1, 256 MiB, sparse), mounts it over TCP (iserfuse -f
+# in the background, so that its exit status is read) with cache_size=0
+# (no block cache: it copies by design) and rescan_interval=0 (no periodic
+# READ CAPACITY whose Data-In would count with the reads), then:
 #   - 64 MiB of O_DIRECT 1 MiB writes (dd): .stats payload_bytes_copied
 #     does not move, the data reads back with the same sha256;
 #   - the 64 MiB read back in 1 MiB and 8 MiB of it in 64 KiB O_DIRECT
@@ -19,12 +21,14 @@
 #   - one unaligned write of 5000 bytes at byte 100 (no O_DIRECT): it
 #     moves payload_bytes_copied by exactly 5000 and rmw_bytes_copied by
 #     the 120 edge bytes merged into its 512-byte blocks, and reads back;
-# then remounts with the block cache (default size) and writeback: 4 MiB
+# the daemon ends on SIGTERM with exit status 0; then remounts with the
+# block cache (default size), writeback and rescan_interval=0: 4 MiB
 # of buffered writes move cache_bytes_copied by 8 MiB (kept in the cache,
 # then handed to write-back) and payload_bytes_copied by at most the 4 MiB
 # (writes the kernel sends while every slice is held are copied).  Over
 # FUSE over io_uring (.stats fuse_path io_uring) the ring entries are not
 # pool slices: the writes are copied and counted, and that is checked.
+# The second daemon, too, must end on SIGTERM with exit status 0.
 #
 # Prints "ok - ..." / "not ok - ..." per check and "N passed, M failed"
 # last; exits 1 if anything failed, 77 (skip) when not root.  Needs root,
@@ -55,8 +59,10 @@ mnt=$work/mnt
 mkdir -p "$mnt"
 
 suite_drop=('tgtd/*.img' 'data' 'back')
+daemon=''
 suite_teardown() {
 	force_unmount "$mnt"
+	[[ -n $daemon ]] && _targets_kill "$daemon" 5
 	kill_daemons "$mnt" 5
 	tgtd_stop "$work/tgtd"
 	is_mounted "$mnt" && suite_busy="$mnt is still mounted"
@@ -75,16 +81,41 @@ if ! tgtd_start "$work/tgtd" 256M 0 >/dev/null 2>"$work/log"; then
 fi
 pass "tgtd started ($TGT_URL)"
 
-rc=0
-timeout -k 10 120 "$iserfuse" -o initiator_name=iqn.2026-11.org.example:zerocopy -o cache_size=0 \
-	"$TGT_URL/1" "$mnt" >"$work/mount.out" 2>"$work/mount.err" </dev/null || rc=$?
-check_eq "mount with cache_size=0 exits 0" "$rc" 0
-if ! is_mounted "$mnt" || ! wait_lun "$mnt" 50; then
-	fail "$mnt/lun1 is there"
-	note "$work/mount.err"
+# zc_mount LOG OPTS...: iserfuse -f in the background ($daemon, stderr to LOG) with
+# rescan_interval=0 and OPTS; 1 unless lun1 appears within 30 s
+zc_mount() {
+	local log=$1
+	shift
+	"$iserfuse" -f -o initiator_name=iqn.2026-11.org.example:zerocopy -o rescan_interval=0 "$@" \
+		"$TGT_URL/1" "$mnt" >"$log" 2>&1 </dev/null &
+	daemon=$!
+	wait_lun "$mnt" 300 "$daemon"
+}
+
+# sigterm_check WHAT: SIGTERM to $daemon; it exits 0 within 10 s and the mount is gone
+sigterm_check() {
+	local rc=0
+	if [[ -z $daemon ]] || ! kill -0 "$daemon" 2>/dev/null; then
+		fail "$1 (no daemon running)"
+		return
+	fi
+	kill -TERM "$daemon"
+	if wait_exit "$daemon" 100; then
+		wait "$daemon" || rc=$?
+		check_eq "$1: exit status 0, nothing mounted" "$rc $(is_mounted "$mnt" && echo mounted || echo gone)" "0 gone"
+		daemon=''
+	else
+		fail "$1 within 10 s"
+	fi
+}
+
+if ! zc_mount "$work/daemon.log" -o cache_size=0; then
+	fail "mount with cache_size=0: $mnt/lun1 is there"
+	note "$work/daemon.log"
 	summary
 	exit 1
 fi
+pass "mount with cache_size=0: $mnt/lun1 is there"
 check_eq ".stats: transport tcp" "$(stat_of transport)" tcp
 # over FUSE over io_uring the ring entries' buffers are not pool slices: writes are copied (and counted)
 rings=''
@@ -109,10 +140,12 @@ fi
 # ---- aligned reads, O_DIRECT, 1 MiB and 4 KiB: the Data-In payload is read from the socket straight
 # into the slice the reply is sent from, no copy
 c0=$(stat_of payload_bytes_copied)
-dd if="$mnt/lun1" of="$work/back" bs=1M count=64 iflag=direct status=none
+dd_check "64 MiB read back in 1 MiB O_DIRECT reads" "$work/daemon.log" \
+	if="$mnt/lun1" of="$work/back" bs=1M count=64 iflag=direct || true
 check_eq "the 64 MiB read back have the sha256 written" "$(sha256sum <"$work/back" | cut -d' ' -f1)" \
 	"$(sha256sum <"$work/data" | cut -d' ' -f1)"
-dd if="$mnt/lun1" of="$work/back" bs=64k count=128 iflag=direct status=none
+dd_check "8 MiB read back in 64 KiB O_DIRECT reads" "$work/daemon.log" \
+	if="$mnt/lun1" of="$work/back" bs=64k count=128 iflag=direct || true
 check_eq "8 MiB read back in 64 KiB O_DIRECT reads are what was written" \
 	"$(sha256sum <"$work/back" | cut -d' ' -f1)" "$(head -c $((8 << 20)) "$work/data" | sha256sum | cut -d' ' -f1)"
 c1=$(stat_of payload_bytes_copied)
@@ -126,24 +159,31 @@ else
 		test "$((c1 - c0))" -lt $(((72 << 20) / 100))
 fi
 # 4 KiB reads: payloads under 16 KiB are read many PDUs to a read(2) and copied out of the receive
-# buffer (cheaper than a system call per PDU), and counted: at most the 4 MiB read
+# buffer (cheaper than a system call per PDU), and counted: at most the 4 MiB read.  Nothing else
+# moves the count meanwhile (rescan_interval=0: no periodic READ CAPACITY), so the bound is exact:
+# each payload is copied at most once.
 c0=$(stat_of payload_bytes_copied)
-dd if="$mnt/lun1" of="$work/back" bs=4k count=1024 iflag=direct status=none
+dd_check "4 MiB read back in 4 KiB O_DIRECT reads" "$work/daemon.log" \
+	if="$mnt/lun1" of="$work/back" bs=4k count=1024 iflag=direct || true
 check_eq "4 MiB read back in 4 KiB O_DIRECT reads are what was written" \
 	"$(sha256sum <"$work/back" | cut -d' ' -f1)" "$(head -c $((4 << 20)) "$work/data" | sha256sum | cut -d' ' -f1)"
 c1=$(stat_of payload_bytes_copied)
 echo "# 4 KiB reads: payload_bytes_copied $c0 -> $c1"
-ring=0 # over the rings every read is also copied into its ring entry
+ring=0 # over the rings every read is also copied into its ring entry, the .stats read that took c0 too
 [[ -n $rings ]] && ring=1
-check "payload_bytes_copied grew by at most the 4 MiB of 4 KiB reads (twice over the rings: $((c1 - c0)))" \
-	test "$((c1 - c0))" -le $(((1 + ring) * (4 << 20)))
+st=$(wc -c <"$mnt/.stats")
+check "payload_bytes_copied grew by at most the 4 MiB of 4 KiB reads (twice over the rings, + a $st-byte .stats read: $((c1 - c0)))" \
+	test "$((c1 - c0))" -le $(((1 + ring) * (4 << 20) + ring * st))
 # 4 KiB and 512 KiB reads in turn: the first large Data-In after a small PDU may have come in with a
 # read sized for small PDUs (at most 64 KiB); the rest of it goes straight into the slice
 c0=$(stat_of payload_bytes_copied)
+rc=0
 for i in 0 1 2 3 4 5 6 7; do
-	dd if="$mnt/lun1" of=/dev/null bs=4k count=1 skip=$((i * 300)) iflag=direct status=none
-	dd if="$mnt/lun1" of=/dev/null bs=512k count=1 skip=$((i + 8)) iflag=direct status=none
+	dd if="$mnt/lun1" of=/dev/null bs=4k count=1 skip=$((i * 300)) iflag=direct status=none 2>>"$work/dd.err" || rc=1
+	dd if="$mnt/lun1" of=/dev/null bs=512k count=1 skip=$((i + 8)) iflag=direct status=none 2>>"$work/dd.err" || rc=1
 done
+check_eq "8 pairs of 4 KiB and 512 KiB O_DIRECT reads succeed" "$rc" 0
+((rc == 0)) || note "$work/dd.err"
 c1=$(stat_of payload_bytes_copied)
 echo "# 4 KiB and 512 KiB in turn: payload_bytes_copied $c0 -> $c1"
 check "payload_bytes_copied grew by at most 4 KiB + 64 KiB per pair of reads (+ the pair over the rings: $((c1 - c0)))" \
@@ -174,25 +214,16 @@ echo 3 >/proc/sys/vm/drop_caches
 check "the unaligned bytes read back" cmp -s "$work/small" <(dd if="$mnt/lun1" bs=5100 count=1 status=none | tail -c 5000)
 check "the aligned data around them is intact" cmp -s <(head -c 100 "$work/data") <(head -c 100 "$mnt/lun1")
 
-pid=$(daemon_pids "$mnt")
-rc=0
-if [[ -n $pid ]]; then
-	kill -TERM "$pid"
-	wait_exit "$pid" 60 || rc=1
-fi
-check_eq "the daemon ends on SIGTERM" "$rc" 0
+sigterm_check "the daemon ends on SIGTERM"
 
 # ---- the block cache (default cache_size) with write-back: it copies, by design, and counts it
-rc=0
-timeout -k 10 120 "$iserfuse" -o initiator_name=iqn.2026-11.org.example:zerocopy -o writeback \
-	"$TGT_URL/1" "$mnt" >"$work/mount2.out" 2>"$work/mount2.err" </dev/null || rc=$?
-check_eq "mount with the block cache and writeback exits 0" "$rc" 0
-if ! is_mounted "$mnt" || ! wait_lun "$mnt" 50; then
-	fail "$mnt/lun1 is there again"
-	note "$work/mount2.err"
+if ! zc_mount "$work/daemon2.log" -o writeback; then
+	fail "mount with the block cache and writeback: $mnt/lun1 is there again"
+	note "$work/daemon2.log"
 	summary
 	exit 1
 fi
+pass "mount with the block cache and writeback: $mnt/lun1 is there again"
 c0=$(stat_of payload_bytes_copied)
 k0=$(stat_of cache_bytes_copied)
 rc=0
@@ -209,12 +240,6 @@ check "payload_bytes_copied grew by at most the 4 MiB written, + 64 KiB ($((c1 -
 check_eq "cache_bytes_copied grew by 4 MiB kept in the cache + 4 MiB handed to write-back" "$((k1 - k0))" $((8 << 20))
 check "the cached write reads back after the write-back" \
 	cmp -s <(head -c $((4 << 20)) "$work/data") <(dd if="$mnt/lun1" bs=1M skip=8 count=4 iflag=direct status=none)
-pid=$(daemon_pids "$mnt")
-rc=0
-if [[ -n $pid ]]; then
-	kill -TERM "$pid"
-	wait_exit "$pid" 60 || rc=1
-fi
-check_eq "the cached daemon ends on SIGTERM" "$rc" 0
+sigterm_check "the cached daemon ends on SIGTERM"
 
 summary

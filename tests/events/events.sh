@@ -37,6 +37,8 @@ here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 . "$here/../lib/targets.sh"
 # shellcheck source-path=SCRIPTDIR source=../lib/report.sh
 . "$here/../lib/report.sh"
+# shellcheck source-path=SCRIPTDIR source=../lib/suite.sh
+. "$here/../lib/suite.sh"
 
 if [[ $# -ne 1 || ! -x $1 ]]; then
 	echo "usage: $0 ISERFUSE" >&2
@@ -56,6 +58,7 @@ target_py=$here/../malicious/fake_target.py
 initiator=iqn.2026-11.org.example:events-test
 
 work=$(mktemp -d "${TMPDIR:-/tmp}/iserfuse-events.XXXXXX")
+sanitizer_logs "$work"
 mnt=$work/mnt
 mkdir -p "$mnt"
 daemon=''
@@ -71,7 +74,9 @@ cleanup() {
 	[[ -n $daemon ]] && _targets_kill "$daemon" 5
 	[[ -n $fake ]] && _targets_kill "$fake" 2
 	tgtd_stop "$work/tgtd"
+	sanitizer_check || rc=1
 	if ((failed == 0 && rc == 0)); then rm -rf "$work"; else echo "# logs kept in $work"; fi
+	exit "$rc"
 }
 trap cleanup EXIT
 

@@ -34,6 +34,8 @@ here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 . "$here/../lib/targets.sh"
 # shellcheck source-path=SCRIPTDIR source=../lib/report.sh
 . "$here/../lib/report.sh"
+# shellcheck source-path=SCRIPTDIR source=../lib/suite.sh
+. "$here/../lib/suite.sh"
 
 if [[ $# -ne 1 || ! -x $1 ]]; then
 	echo "usage: $0 ISERFUSE_BINARY" >&2
@@ -59,11 +61,24 @@ mnt=$work/mnt
 mnt2=$work/mnt2
 mkdir -p "$mnt" "$mnt2"
 daemon_pid='' daemon2_pid='' fake_pid=''
-# A sanitizer build of the daemon writes its reports here (checked at the end).
+# A sanitizer build writes its reports here (checked at exit).
 sanitizer_logs "$work"
 
 is_mounted() {
 	grep -qF " $1 " /proc/mounts
+}
+
+# unmounted WHAT DIR PID: fusermount3 -u DIR, and the daemon PID (not a
+# child: it forked away) is gone within 20 s.
+unmounted() {
+	local rc=0
+	fusermount3 -u "$2" 2>"$work/umount.err" || rc=$?
+	if ((rc == 0)) && [[ -n $3 ]] && _targets_wait_gone "$3" 20; then
+		pass "$1: unmounted, the daemon (${3:-not found}) exits"
+	else
+		fail "$1: unmounted, the daemon (${3:-not found}) exits (fusermount3 -u: $rc)"
+		note "$work/umount.err"
+	fi
 }
 
 cleanup() {
@@ -78,6 +93,7 @@ cleanup() {
 	[[ -n $daemon2_pid ]] && _targets_kill "$daemon2_pid" 5
 	[[ -n $fake_pid ]] && _targets_kill "$fake_pid" 5
 	tgtd_stop "$work/tgtd"
+	sanitizer_check || rc=1
 	if is_mounted "$mnt" || is_mounted "$mnt2"; then
 		echo "# $mnt is still mounted: $work left in place"
 	elif ((rc == 0 && failed == 0)); then
@@ -339,8 +355,7 @@ PY
 		fail "no WRITE SAME, no LBP: punch, zero range and truncate write zeroes (unaligned too), all data for lseek"
 		echo "#   $out"
 	fi
-	fusermount3 -u "$mnt2" 2>/dev/null || true
-	[[ -n $daemon2_pid ]] && _targets_wait_gone "$daemon2_pid" 20
+	unmounted "the fake target's mount" "$mnt2" "$daemon2_pid"
 	daemon2_pid=''
 else
 	fail "mount the fake target"
@@ -352,8 +367,7 @@ fake_pid=''
 
 # ---------------------------------------------------------------- read-only
 
-fusermount3 -u "$mnt"
-_targets_wait_gone "$daemon_pid" 10 || true
+unmounted "the first mount" "$mnt" "$daemon_pid"
 daemon_pid=''
 if timeout -k 10 120 "$iserfuse" -o ro -o initiator_name=iqn.2026-11.org.example:fsops "$TGT_URL/1" "$mnt" \
 	>"$work/mount.out" 2>"$work/mount.err" </dev/null && is_mounted "$mnt"; then
@@ -379,8 +393,7 @@ else
 	fail "mount -o ro $TGT_URL/1"
 	note "$work/mount.err"
 fi
-fusermount3 -u "$mnt" 2>/dev/null || true
-[[ -n $daemon_pid ]] && _targets_wait_gone "$daemon_pid" 20
+unmounted "-o ro" "$mnt" "$daemon_pid"
 daemon_pid=''
 
 # ---------------------------------------------------------------- write-back cache
@@ -425,8 +438,7 @@ read True
 zeroes True
 backing_hole True"
 	echo "# $(tr '\n' ' ' <<<"$out")"
-	fusermount3 -u "$mnt" 2>/dev/null || true
-	[[ -n $daemon_pid ]] && _targets_wait_gone "$daemon_pid" 20
+	unmounted "-o writeback" "$mnt" "$daemon_pid"
 	daemon_pid=''
 else
 	fail "mount -o writeback $TGT_URL"
@@ -458,8 +470,7 @@ mount_lun() {
 	daemon_pid=$(pgrep -nf -- "$iserfuse .*$mnt" || true)
 }
 unmount_lun() {
-	fusermount3 -u "$mnt" 2>/dev/null || true
-	[[ -n $daemon_pid ]] && _targets_wait_gone "$daemon_pid" 20
+	unmounted "the df mount" "$mnt" "$daemon_pid"
 	daemon_pid=''
 }
 if mount_lun "$TGT_URL/1"; then
@@ -485,7 +496,5 @@ else
 	fail "mount $TGT_URL/3 for df"
 	note "$work/mount.err"
 fi
-
-sanitizer_check "$work"
 
 summary

@@ -17,9 +17,16 @@
 #                              exited
 #   wait_exit PID TENTHS       until PID has exited: 0; 1 if it still runs
 #                              after TENTHS tenths of a second
+#   dd_check WHAT LOG ARGS...  dd ARGS... status=none as a check: "ok -
+#                              WHAT", else "not ok - WHAT (dd exit N)" with
+#                              dd's stderr and LOG's last lines (a
+#                              daemon's); returns dd's status
 #   unmount_check              fusermount3 -u $work/mnt, the daemon ($daemon)
 #                              exits 0, no sanitizer report in
-#                              $work/daemon.log (report.sh checks)
+#                              $work/daemon.log nor in its report files
+#                              (suite.sh's sanitizer_pid_check; all
+#                              report.sh checks); clears $daemon once it
+#                              has exited
 
 is_mounted() {
 	mountpoint -q "$1" 2>/dev/null || grep -qF " $1 " /proc/mounts
@@ -69,9 +76,26 @@ wait_exit() {
 	return 1
 }
 
+dd_check() {
+	local what=$1 log=$2 rc=0
+	shift 2
+	# shellcheck disable=SC2154 # $work is the script's (suite.sh)
+	dd "$@" status=none 2>"$work/dd.err" || rc=$?
+	if ((rc == 0)); then
+		pass "$what"
+	else
+		fail "$what (dd exit $rc)"
+		note "$work/dd.err"
+		[[ -f $log ]] && tail -n 20 "$log" | sed 's/^/#   /'
+	fi
+	return "$rc"
+}
+
 # unmount_check: fusermount3 -u $work/mnt, then the daemon ($daemon) must exit 0
-# and its log ($work/daemon.log) hold no sanitizer report; clears $daemon.
+# and neither its log ($work/daemon.log) nor its report files (suite.sh) hold a
+# sanitizer report; clears $daemon.
 unmount_check() {
+	local pid=$daemon
 	check "fusermount3 -u" fusermount3 -u "$work/mnt"
 	wait_exit "$daemon" 200 || true
 	if kill -0 "$daemon" 2>/dev/null; then
@@ -88,4 +112,5 @@ unmount_check() {
 	else
 		pass "no sanitizer report in the daemon's log"
 	fi
+	sanitizer_pid_check "the daemon" "$pid"
 }

@@ -10,11 +10,6 @@
 #   note FILE                    show FILE's first lines as "#" diagnostics
 #   summary                      print "N passed, M failed" (", K skipped" when
 #                                some were); returns 1 if any failed
-#   sanitizer_logs DIR           a sanitizer build of the daemon started after
-#                                this writes its reports to DIR/sanitizer.*
-#                                (ASAN_OPTIONS, UBSAN_OPTIONS log_path)
-#   sanitizer_check DIR          pass when DIR holds no such report, else fail
-#                                and show them
 
 passed=0
 failed=0
@@ -62,20 +57,4 @@ summary() {
 		echo "$passed passed, $failed failed"
 	fi
 	((failed == 0))
-}
-
-sanitizer_logs() {
-	export ASAN_OPTIONS="${ASAN_OPTIONS:+$ASAN_OPTIONS:}log_path=$1/sanitizer"
-	export UBSAN_OPTIONS="${UBSAN_OPTIONS:+$UBSAN_OPTIONS:}log_path=$1/sanitizer"
-}
-
-sanitizer_check() {
-	local reports r
-	reports=$(find "$1" -maxdepth 1 -name 'sanitizer.*' | sort)
-	if [[ -z $reports ]]; then
-		pass "no sanitizer reports from the daemon"
-	else
-		fail "no sanitizer reports from the daemon"
-		for r in $reports; do note "$r"; done
-	fi
 }

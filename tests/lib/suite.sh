@@ -23,8 +23,25 @@
 #                             matching the patterns of suite_drop (relative
 #                             to $work: disk images) are removed and
 #                             "# $suite_kept kept in $work" printed
-#                             (suite_kept defaults to "logs").  The exit
-#                             status is the script's.
+#                             (suite_kept defaults to "logs").  Before
+#                             that, sanitizer_check: a report fails the
+#                             script (exit 1).  The exit status is the
+#                             script's.
+#   sanitizer_logs DIR        ASAN_OPTIONS and UBSAN_OPTIONS (exported,
+#                             appended to what is set) send every report of
+#                             a sanitizer build, from any process the
+#                             script starts (a daemon whose stderr is
+#                             /dev/null included), with its stack trace,
+#                             to DIR/asan.PID and DIR/ubsan.PID;
+#                             suite_scratch calls it with $work
+#   sanitizer_check           once the processes started with these
+#                             options have exited (at most 20 s): "not ok"
+#                             for each report file (named, with its first
+#                             lines) and return 1; else "ok - no sanitizer
+#                             report from any process"
+#   sanitizer_pid_check WHAT PID
+#                             "ok"/"not ok - WHAT: no sanitizer report"
+#                             for PID's report files (first lines shown)
 
 suite_drop=()
 suite_kept=logs
@@ -76,6 +93,7 @@ need_tools() {
 
 suite_scratch() {
 	work=$(mktemp -d "${TMPDIR:-/tmp}/iserfuse-$1.XXXXXX")
+	sanitizer_logs "$work"
 	trap _suite_exit EXIT
 	trap 'exit 130' INT
 	trap 'exit 143' TERM
@@ -85,6 +103,7 @@ _suite_exit() {
 	local rc=$? p
 	set +e
 	declare -F suite_teardown >/dev/null && suite_teardown
+	sanitizer_check || rc=1
 	if [[ -n $suite_busy ]]; then
 		echo "# $suite_busy: left in place"
 	elif ((rc == 0 && failed == 0)); then
@@ -97,4 +116,63 @@ _suite_exit() {
 		echo "# $suite_kept kept in $work"
 	fi
 	exit "$rc"
+}
+
+_sanitizer_dir=''
+
+sanitizer_logs() {
+	_sanitizer_dir=$1
+	export ASAN_OPTIONS="${ASAN_OPTIONS:+$ASAN_OPTIONS:}log_path=$1/asan:print_stacktrace=1"
+	export UBSAN_OPTIONS="${UBSAN_OPTIONS:+$UBSAN_OPTIONS:}log_path=$1/ubsan:print_stacktrace=1"
+	# UBSan beside ASan ignores its log_path unless tests/lib/ubsan_log.c is
+	# preloaded (meson's test set-up names it in a sanitizer build); ASan
+	# then must accept a library before its own
+	if [[ -n ${ISERFUSE_UBSAN_LOG_SO:-} && -r $ISERFUSE_UBSAN_LOG_SO ]]; then
+		export LD_PRELOAD="$ISERFUSE_UBSAN_LOG_SO${LD_PRELOAD:+ $LD_PRELOAD}"
+		ASAN_OPTIONS+=:verify_asan_link_order=0
+	fi
+}
+
+# _sanitizer_show FILE: its first lines as "#" diagnostics.
+_sanitizer_show() {
+	sed 's/^/#   /' "$1" | head -n 30
+}
+
+# _sanitizer_wait: until no process started with these options runs (a
+# report is written as a process exits), at most 20 s.
+_sanitizer_wait() {
+	local i left
+	for ((i = 0; i < 200; i++)); do
+		left=$(
+			unset ASAN_OPTIONS UBSAN_OPTIONS LD_PRELOAD
+			grep -lzF -- "log_path=$_sanitizer_dir/asan:" /proc/[0-9]*/environ 2>/dev/null | grep -v "^/proc/$$/"
+		) || return 0
+		sleep 0.1
+	done
+	echo "# still running after 20 s, its reports not checked: ${left//$'\n'/ }"
+}
+
+sanitizer_check() {
+	local r bad=0
+	[[ -n $_sanitizer_dir ]] || return 0
+	_sanitizer_wait
+	for r in "$_sanitizer_dir"/asan.* "$_sanitizer_dir"/ubsan.*; do
+		[[ -e $r ]] || continue
+		fail "no sanitizer report: $r"
+		_sanitizer_show "$r"
+		bad=1
+	done
+	((bad == 0)) && pass "no sanitizer report from any process"
+	((bad == 0))
+}
+
+sanitizer_pid_check() {
+	local r found=''
+	for r in "$_sanitizer_dir/asan.$2" "$_sanitizer_dir/ubsan.$2"; do
+		[[ -n $_sanitizer_dir && -e $r ]] || continue
+		fail "$1: no sanitizer report ($r)"
+		_sanitizer_show "$r"
+		found=1
+	done
+	[[ -n $found ]] || pass "$1: no sanitizer report"
 }

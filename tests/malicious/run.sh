@@ -36,6 +36,8 @@ here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 . "$here/../lib/targets.sh"
 # shellcheck source-path=SCRIPTDIR source=../lib/report.sh
 . "$here/../lib/report.sh"
+# shellcheck source-path=SCRIPTDIR source=../lib/suite.sh
+. "$here/../lib/suite.sh"
 
 if [[ $# -ne 2 ]]; then
 	echo "usage: $0 ISERFUSE_BINARY SCENARIO|all" >&2
@@ -216,6 +218,7 @@ fi
 iqn=iqn.2026-11.org.example:malicious
 initiator=iqn.2026-11.org.example:malicious-test
 work=$(mktemp -d "${TMPDIR:-/tmp}/iserfuse-mal.XXXXXX")
+sanitizer_logs "$work"
 mnt=$work/mnt
 mkdir -p "$mnt"
 target_pid=''
@@ -233,6 +236,7 @@ cleanup() {
 	fi
 	[[ -n $daemon_pid ]] && _targets_kill "$daemon_pid" 5
 	[[ -n $target_pid ]] && _targets_kill "$target_pid" 5
+	sanitizer_check || rc=1
 	if is_mounted "$mnt"; then
 		echo "# $mnt is still mounted: left in place"
 	elif ((rc == 0 && failed == 0)); then

@@ -46,16 +46,22 @@ die() {
 
 suite_scratch mpath-alua
 tpid=''
-dpid=''
+daemon=''
 suite_teardown() {
 	force_unmount "$work/mnt"
-	[[ -n $dpid ]] && kill -KILL "$dpid" 2>/dev/null
+	[[ -n $daemon ]] && kill -KILL "$daemon" 2>/dev/null
 	[[ -n $tpid ]] && _targets_kill "$tpid" 5
 	return 0
 }
 
 states=$work/states
-printf '1 ao\n2 ano\n' >"$states"
+# set_states TEXT: the fake target re-reads the file at every command, so it
+# is replaced whole (a new file renamed over it), never seen half written
+set_states() {
+	printf '%b' "$1" >"$states.new"
+	mv -f "$states.new" "$states"
+}
+set_states '1 ao\n2 ano\n'
 for _ in 1 2 3 4 5; do
 	port=$(free_port)
 	port2=$(free_port)
@@ -73,7 +79,7 @@ done
 mkdir -p "$work/mnt"
 "$iserfuse" -f -o "portal=127.0.0.1:$port2,cache_size=0,log_level=info,replacement_timeout=5" \
 	"iscsi://127.0.0.1:$port/$iqn/1" "$work/mnt" >"$work/daemon.log" 2>&1 &
-dpid=$!
+daemon=$!
 
 # stat_of KEY: a .stats value; path_of N FIELD: a field (1-based, after the key) of the pathN line
 stat_of() { awk -v k="$1" '$1 == k {print $2}' "$work/mnt/.stats"; }
@@ -95,7 +101,8 @@ pass "two paths up"
 read_through() {
 	local want=$1 other=$(( 1 - $1 )) a0 b0 a1 b1
 	a0=$(path_cmds "$want"); b0=$(path_cmds "$other")
-	dd if="$work/mnt/lun1" of="$work/read.$2" bs=64k count=16 iflag=direct status=none
+	dd_check "$2: 1 MiB read" "$work/daemon.log" if="$work/mnt/lun1" of="$work/read.$2" bs=64k count=16 iflag=direct ||
+		return 0
 	a1=$(path_cmds "$want"); b1=$(path_cmds "$other")
 	if (( a1 - a0 >= 16 && b1 == b0 )); then
 		pass "$2: reads down path$want only ($(( a1 - a0 )) commands, path$other $(( b1 - b0 )))"
@@ -118,31 +125,32 @@ wait_state 1 active/non-optimized
 pass "states from REPORT TARGET PORT GROUPS: path0 active/optimized, path1 active/non-optimized"
 read_through 0 optimized
 
-printf '1 standby\n2 ao\n' >"$states"
+set_states '1 standby\n2 ao\n'
 # the first command after the change meets the UNIT ATTENTION on path0, is re-issued, and the states are read again
-dd if="$work/mnt/lun1" of=/dev/null bs=4k count=1 iflag=direct status=none
+dd_check "standby: the read meeting the UNIT ATTENTION succeeds" "$work/daemon.log" \
+	if="$work/mnt/lun1" of=/dev/null bs=4k count=1 iflag=direct || true
 wait_state 0 standby
 wait_state 1 active/optimized
 read_through 1 standby
 cmp "$work/read.optimized" "$work/read.standby" || die "data differs between the two paths"
 pass "same data through both paths"
 
-printf '1 ao\n2 unavailable\n' >"$states"
-dd if="$work/mnt/lun1" of=/dev/null bs=4k count=1 iflag=direct status=none
+set_states '1 ao\n2 unavailable\n'
+dd_check "back: the read meeting the UNIT ATTENTION succeeds" "$work/daemon.log" \
+	if="$work/mnt/lun1" of=/dev/null bs=4k count=1 iflag=direct || true
 wait_state 0 active/optimized
 wait_state 1 unavailable
 read_through 0 back
 
 head -c 1M /dev/urandom >"$work/pattern"
-dd if="$work/pattern" of="$work/mnt/lun1" bs=64k oflag=direct conv=notrunc status=none
-printf '1 transitioning\n2 ao\n' >"$states"
-dd if="$work/mnt/lun1" of="$work/back" bs=64k count=16 iflag=direct status=none
+dd_check "transition: 1 MiB written through path0" "$work/daemon.log" \
+	if="$work/pattern" of="$work/mnt/lun1" bs=64k oflag=direct conv=notrunc || true
+set_states '1 transitioning\n2 ao\n'
+dd_check "transition: 1 MiB read back" "$work/daemon.log" if="$work/mnt/lun1" of="$work/back" bs=64k count=16 iflag=direct || true
 cmp "$work/pattern" "$work/back" || die "data written through path0 read back different"
 wait_state 1 active/optimized
 pass "written data read back after a transition ($(stat_of failovers) failovers)"
 
 grep -E 'ALUA|path ' "$work/daemon.log" | sed 's/^/# /'
-fusermount3 -u "$work/mnt"
-wait_exit "$dpid" 200 || fail "daemon still running after the unmount"
-dpid=''
+unmount_check
 summary

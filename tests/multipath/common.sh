@@ -32,12 +32,6 @@
 #   mp_stat KEY                  KEY's value in .stats ("" if none)
 #   mp_path_line N               the pathN line of .stats
 #   mp_wait_stat KEY VALUE SECS  until .stats shows KEY VALUE: 0; else 1
-#   mp_has_multipath             the daemon's .stats shows the multipath keys
-#   mp_check WHAT CMD... / mp_check_eq WHAT GOT WANT
-#                                checks that need the multipath layer: as
-#                                check / check_eq when mp_has_multipath,
-#                                else "skip" (until the layer lands the
-#                                daemon takes the options and ignores them)
 #   mp_link A|B up|down          the gateway-side end of link A or B
 #   mp_blackhole A|B on|off      in $ns_tg, a blackhole route to the gateway's
 #                                address on that link: the link stays up (no
@@ -184,20 +178,6 @@ mp_wait_stat() {
 		sleep 0.1
 	done
 	return 1
-}
-
-mp_has_multipath() {
-	[[ -n $(mp_stat paths) ]]
-}
-
-_mp_needs='needs the multipath layer (.stats has no paths key yet)'
-
-mp_check() {
-	if mp_has_multipath; then check "$@"; else skip "$1" "$_mp_needs"; fi
-}
-
-mp_check_eq() {
-	if mp_has_multipath; then check_eq "$@"; else skip "$1" "$_mp_needs"; fi
 }
 
 mp_link() {

@@ -17,7 +17,8 @@
 #              namespace drops every reply for 5 s (default options too):
 #              only the stall of the path's commands tells, and the ping
 #              the multipath layer sends at once then goes unanswered.
-# Checked: 0 verify errors and 0 I/O errors, failovers > 0, both paths up
+# Checked: one link down at a time (paths_up back to 2 within 15 s of each
+# outage's end, before the next), 0 verify errors and 0 I/O errors, failovers > 0, both paths up
 # at the end; per outage, at the default log level, exactly two lines:
 # the path going down (with the commands moved) and the path back, and
 # the moved counts of the down lines add up to .stats' failovers.  For
@@ -75,7 +76,7 @@ if ! mp_mount "iscsi://$MP_A:3260/$TGT_IQN/1" -o "portal=$MP_B:3260,login_timeou
 	exit 1
 fi
 pass "mounted through link A"
-mp_check "both paths up within 20 s (paths_up 2)" mp_wait_stat paths_up 2 20
+check "both paths up within 20 s (paths_up 2)" mp_wait_stat paths_up 2 20
 
 # fio passes until the outages are over (at least one).
 (
@@ -91,6 +92,7 @@ worker=$!
 
 sleep 2
 : >"$work/outages"
+late=()
 for ((k = 1; k <= outages; k++)); do
 	link=A
 	((k % 2)) || link=B
@@ -102,15 +104,16 @@ for ((k = 1; k <= outages; k++)); do
 	t1=$(mp_now_ms)
 	echo "$k $link $t0 $t1" >>"$work/outages"
 	# one link down at a time: the path is back before the next outage
-	if mp_has_multipath; then
-		mp_wait_stat paths_up 2 15 || echo "# outage $k: paths_up $(mp_stat paths_up) 15 s after link $link came back"
-		sleep 0.5
-	else
-		sleep 1.5
+	if ! mp_wait_stat paths_up 2 15; then
+		late+=("$k")
+		echo "# outage $k: paths_up $(mp_stat paths_up) 15 s after link $link came back"
 	fi
+	sleep 0.5
 done
 wc -l <"$work/daemon.log" >"$work/lines.$k"
 touch "$work/outages.done"
+check_eq "one link down at a time: paths_up back to 2 within 15 s of each outage's end (outages late: ${late[*]:-none})" \
+	"${#late[@]}" 0
 wait "$worker" || true
 worker=''
 
@@ -135,7 +138,7 @@ echo "# longest I/O stall ($mode, outages of $down_s s): $stall ms"
 # the daemon's own account, at the default log level: one line per path going down, one per path back
 sed 's/^/# daemon: /' "$work/daemon.log"
 
-mp_check "failovers > 0 ($(mp_stat failovers))" test "$(mp_stat failovers || echo 0)" -gt 0
+check "failovers > 0 ($(mp_stat failovers))" test "$(mp_stat failovers || echo 0)" -gt 0
 moved=0
 for ((k = 1; k <= outages; k++)); do
 	a=$MP_A
@@ -145,20 +148,20 @@ for ((k = 1; k <= outages; k++)); do
 	sed -n "$((from + 1)),${to}p" "$work/daemon.log" >"$work/lines.out"
 	n=$(grep -c "path $a:3260 down (.*): [0-9]* commands moved to other paths" "$work/lines.out" || true)
 	u=$(grep -c "path $a:3260 up again after [0-9]* ms" "$work/lines.out" || true)
-	mp_check "outage $k: two lines, its path $a:3260 going down ($n) and back ($u), $((to - from)) in all" \
+	check "outage $k: two lines, its path $a:3260 going down ($n) and back ($u), $((to - from)) in all" \
 		test "$((to - from))/$n/$u" = 2/1/1
 	m=$(sed -n "s/^.*path $a:3260 down (.*): \([0-9]*\) commands moved to other paths.*$/\1/p" "$work/lines.out" | head -n 1)
 	moved=$((moved + ${m:-0}))
 done
-mp_check_eq "the moved counts of the down lines add up to .stats' failovers" "$moved" "$(mp_stat failovers)"
-mp_check "both paths up at the end (paths_up 2)" mp_wait_stat paths_up 2 15
+check_eq "the moved counts of the down lines add up to .stats' failovers" "$moved" "$(mp_stat failovers)"
+check "both paths up at the end (paths_up 2)" mp_wait_stat paths_up 2 15
 for i in 0 1; do
-	mp_check "path$i up: $(mp_path_line $i)" bash -c "[[ '$(mp_path_line $i)' == path$i\ *\ up\ * ]]"
+	check "path$i up: $(mp_path_line $i)" bash -c "[[ '$(mp_path_line $i)' == path$i\ *\ up\ * ]]"
 done
 if [[ $mode == link ]]; then
-	mp_check "no completion waited as long as an outage (longest $stall ms < 1500 ms)" test "${stall%.*}" -lt 1500
+	check "no completion waited as long as an outage (longest $stall ms < 1500 ms)" test "${stall%.*}" -lt 1500
 else
-	mp_check "no completion waited more than 2 s on a blackholed path (longest $stall ms <= 2000 ms)" \
+	check "no completion waited more than 2 s on a blackholed path (longest $stall ms <= 2000 ms)" \
 		test "${stall%.*}" -le 2000
 fi
 check "the daemon is still running" kill -0 "$daemon"

@@ -10,9 +10,9 @@
 # B's with b.img, another size and its own serial number and NAA
 # (tgtadm --params scsi_sn=,scsi_id=).  tests/recovery/lunident_probe,
 # run in the gateway namespace, first checks that the two really are
-# different devices (VPD 0x83/0x80 and capacity, lun_ident.c).  The daemon
-# mounts A with -o portal= for B.  With the multipath layer: B is refused
-# (paths_refused 1, paths 1, the "path ... refused:" log line).  Always:
+# different devices (VPD 0x83/0x80 and capacity, lun_ident.c; its compare
+# exits 4 for "differ").  The daemon mounts A with -o portal= for B: B is
+# refused (paths_refused 1, paths 1, the "path ... refused:" log line);
 # writes through the mount land in a.img only, b.img is unchanged (by
 # checksum).
 set -euo pipefail
@@ -60,9 +60,10 @@ for x in A B; do
 	check "lunident_probe through link $x: $(nsenter --net="/run/netns/$ns_gw" "$probe" save "$a" 3260 "$TGT_IQN" 1 "$work/$x.id" 2>>"$work/probe.err" || true)" \
 		test -s "$work/$x.id"
 done
-got=$("$probe" compare "$work/A.id" "$work/B.id" 2>>"$work/probe.err" || true)
+rc=0
+got=$("$probe" compare "$work/A.id" "$work/B.id" 2>>"$work/probe.err") || rc=$?
 echo "# A vs B: $got"
-check "the two portals lead to different devices (lun_ident: not the same)" test -n "$got" -a "$got" != same
+check_eq "the two portals lead to different devices (lunident_probe compare exits 4: they differ)" "$rc" 4
 note "$work/probe.err"
 
 if ! mp_mount "iscsi://$MP_A:3260/$TGT_IQN/1" -o "portal=$MP_B:3260,login_timeout=5"; then
@@ -74,10 +75,10 @@ fi
 pass "mounted through link A"
 check_eq "lun1 has A's size (64 MiB)" "$(stat -c %s "$work/mnt/lun1")" $((64 << 20))
 
-mp_check "B refused within 20 s (paths_refused 1)" mp_wait_stat paths_refused 1 20
-mp_check_eq ".stats: paths 1" "$(mp_stat paths)" 1
-mp_check_eq ".stats: paths_up 1" "$(mp_stat paths_up)" 1
-mp_check "the daemon logged 'path $MP_B:3260 refused: ...'" grep -q "path $MP_B:3260 refused: " "$work/daemon.log"
+check "B refused within 20 s (paths_refused 1)" mp_wait_stat paths_refused 1 20
+check_eq ".stats: paths 1" "$(mp_stat paths)" 1
+check_eq ".stats: paths_up 1" "$(mp_stat paths_up)" 1
+check "the daemon logged 'path $MP_B:3260 refused: ...'" grep -q "path $MP_B:3260 refused: " "$work/daemon.log"
 grep "refused: " "$work/daemon.log" | sed 's/^/# daemon: /' || true
 
 # 4 MiB at offset 1 MiB through the mount, direct, then read back from the backing files.

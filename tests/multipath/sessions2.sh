@@ -7,7 +7,7 @@
 #
 # tgtd on 127.0.0.1 (tests/lib/targets.sh); the daemon mounts with
 # -o sessions=2; fio writes 4 KiB blocks at random at iodepth 32 and
-# verifies them (crc32c): 0 errors.  With the multipath layer: .stats
+# verifies them (crc32c): 0 errors; .stats
 # shows paths 2 and paths_up 2, and both path lines are up and answered
 # commands.
 set -euo pipefail
@@ -52,20 +52,20 @@ if ! wait_lun "$work/mnt" 200 "$daemon"; then
 	exit 1
 fi
 pass "mounted with sessions=2"
-mp_check "both sessions up within 20 s (paths_up 2)" mp_wait_stat paths_up 2 20
+check "both sessions up within 20 s (paths_up 2)" mp_wait_stat paths_up 2 20
 
 mp_fio verify "$work/mnt/lun1" 32M || true
 read -r v e <<<"$(mp_fio_errors verify)"
 check_eq "fio randwrite + verify at iodepth 32: 0 verify errors" "$v" 0
 check_eq "fio randwrite + verify at iodepth 32: 0 I/O errors" "$e" 0
 ((v + e == 0)) || note "$work/verify.err"
-mp_check_eq ".stats: paths 2" "$(mp_stat paths)" 2
-mp_check_eq ".stats: paths_up 2" "$(mp_stat paths_up)" 2
+check_eq ".stats: paths 2" "$(mp_stat paths)" 2
+check_eq ".stats: paths_up 2" "$(mp_stat paths_up)" 2
 for i in 0 1; do
 	line=$(mp_path_line $i)
 	[[ -z $line ]] || echo "# $line"
 	n=$(sed -n 's/.* commands=\([0-9]*\).*/\1/p' <<<"$line")
-	mp_check "path$i is up and answered commands ($line)" \
+	check "path$i is up and answered commands ($line)" \
 		test -n "$n" -a "${n:-0}" -gt 0 -a "$(awk '{ print $4 }' <<<"$line")" = up
 done
 check "the daemon is still running" kill -0 "$daemon"

@@ -10,6 +10,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "../../initiator/log.h"
@@ -128,12 +129,21 @@ Test(mpath, pick_transitioning_and_unavailable_not_used)
 	free(m);
 }
 
+static long long mono_ms(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return ts.tv_sec * 1000LL + ts.tv_nsec / 1000000;
+}
+
 static int done_calls, done_err;
+static long long done_ms; /* CLOCK_MONOTONIC of the last completion */
 static void done(void *arg, const struct iscsi_cmd_result *res)
 {
 	(void)arg;
 	done_calls++;
 	done_err = res->err;
+	done_ms = mono_ms();
 }
 
 Test(mpath, held_without_path_then_failed_at_close)
@@ -162,6 +172,7 @@ Test(mpath, held_fail_at_replacement_timeout_then_refused)
 	struct mpath *m;
 	cr_assert_eq(mpath_create(&cfg, &m), 0);
 	/* one attached path that went down: the clock of the replacement timeout runs */
+	long long t0 = mono_ms();
 	pthread_mutex_lock(&m->lock);
 	m->attached = 1;
 	mp_note_paths(m);
@@ -175,6 +186,9 @@ Test(mpath, held_fail_at_replacement_timeout_then_refused)
 		usleep(10000);
 	cr_assert_eq(done_calls, 1);
 	cr_assert_eq(done_err, -ETIMEDOUT);
+	/* at the timeout: not before 90 % of it, not 1 s late */
+	cr_assert_geq(done_ms - t0, 90, "failed after %lld ms of the 100 ms replacement_timeout", done_ms - t0);
+	cr_assert_lt(done_ms - t0, 1000, "failed after %lld ms", done_ms - t0);
 	cr_assert_eq(mpath_submit(m, &c), -ENOTCONN); /* until a path is back */
 	cr_assert_eq(mpath_drain(m, 100), -ETIMEDOUT); /* the session's command is still awaited */
 	pthread_mutex_lock(&m->lock);
