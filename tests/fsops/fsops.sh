@@ -449,7 +449,7 @@ fi
 
 # statfs (df): the LUN's capacity; free space on a thin LUN is what GET LBA
 # STATUS reports deallocated, which tgtd takes from the backing file's
-# holes (32 MiB less what du says); a fully provisioned LUN shows 0 used.
+# holes; a fully provisioned LUN shows 0 used.
 # A figure is measured again at most every 3 s: the check polls.
 # df_free MNT: free bytes of the mount (f_bfree * f_frsize).
 df_free() { python3 -c 'import os,sys; s=os.statvfs(sys.argv[1]); print(s.f_bfree*s.f_frsize, s.f_blocks*s.f_frsize)' "$1"; }
@@ -462,7 +462,27 @@ df_until() {
 	done
 	printf '%s\n' "$got"
 }
-backing_free() { echo $((size - $(du -B1 "$1" | cut -f1))); }
+# backing_free FILE: the bytes of FILE's first $size that are holes, found
+# as tgtd finds them for GET LBA STATUS (SEEK_DATA/SEEK_HOLE); du would
+# also count the file system's own extent blocks.
+backing_free() {
+	python3 - "$1" "$size" <<'PY'
+import os, sys
+fd = os.open(sys.argv[1], os.O_RDONLY)
+end, off, holes = int(sys.argv[2]), 0, 0
+while off < end:
+    try:
+        data = os.lseek(fd, off, os.SEEK_DATA)
+    except OSError:
+        data = end
+    data = min(data, end)
+    holes += data - off
+    if data >= end:
+        break
+    off = min(os.lseek(fd, data, os.SEEK_HOLE), end)
+print(holes)
+PY
+}
 # mount_lun URL: a mount of URL on $mnt, its daemon in $daemon_pid; unmount_lun: gone again.
 mount_lun() {
 	timeout -k 10 120 "$iserfuse" -o initiator_name=iqn.2026-11.org.example:fsops "$1" "$mnt" \
