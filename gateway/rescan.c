@@ -401,6 +401,10 @@ static void capacity_round(struct gw_rescan *r, void *buf, size_t buflen)
 static void run_round(struct gw_rescan *r, unsigned ev, bool periodic)
 {
 	struct gw *g = r->g;
+	/* a reconnect found another device behind the session: nothing it says reaches the LUN table */
+	struct iscsi_session *ctl = gw_ctl(g);
+	if (ctl && iscsi_session_fenced(ctl) && iscsi_session_reverify(ctl) != 0)
+		return;
 	void *buf = buf_pool_get(g->pool, NULL);
 	size_t buflen = buf_pool_slice_size(g->pool);
 	atomic_fetch_add(&r->rescans, 1);

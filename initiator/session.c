@@ -145,18 +145,29 @@ static bool refusing(const struct iscsi_session *s)
 	return s->closing || s->state == SS_CLOSED || s->fail_fast || (s->logout_want && !s->logout_relogin);
 }
 
-int iscsi_session_submit(struct iscsi_session *s, const struct iscsi_cmd *cmd)
+/*
+ * iscsi_session_submit; sync: from iscsi_session_exec (not fenced).  The
+ * identity check's own commands (cfg.verify on the recovery thread) go out
+ * while every other one parks, never wait for a slot (the parked commands
+ * may hold them all) and pass the replacement timeout's refusal.
+ */
+static int submit(struct iscsi_session *s, const struct iscsi_cmd *cmd, bool sync)
 {
 	if (cmd->cdb_len == 0 || cmd->cdb_len > SCSI_CDB_MAX || (cmd->len && !cmd->buf) ||
 	    (cmd->dir == ISCSI_DIR_NONE && cmd->len))
 		return -EINVAL;
 	pthread_mutex_lock(&s->lock);
-	bool ev = on_event_thread(s) || iscsi_session_in_callback();
+	bool probe = s->verifying && sync && pthread_equal(pthread_self(), s->rec_thread);
+	bool ev = on_event_thread(s) || iscsi_session_in_callback() || probe;
 	while (!refusing(s) && !ev && s->worker_outstanding >= s->cfg.queue_depth)
 		pthread_cond_wait(&s->slot_cv, &s->lock);
-	if (refusing(s)) {
+	if (probe ? s->closing || s->state == SS_CLOSED : refusing(s)) {
 		pthread_mutex_unlock(&s->lock);
 		return -ENOTCONN;
+	}
+	if (s->fenced && !sync) {
+		pthread_mutex_unlock(&s->lock);
+		return -EIO;
 	}
 	struct task *t = s->free_list;
 	if (!t) { /* only reachable from the event thread or a callback */
@@ -171,6 +182,7 @@ int iscsi_session_submit(struct iscsi_session *s, const struct iscsi_cmd *cmd)
 	t->index = index;
 	t->gen = gen;
 	t->in_use = true;
+	t->probe = probe;
 	t->counted = !ev;
 	t->cmd = *cmd;
 	t->seq = s->next_seq++;
@@ -182,7 +194,7 @@ int iscsi_session_submit(struct iscsi_session *s, const struct iscsi_cmd *cmd)
 		s->worker_outstanding++;
 	if (s->outstanding > s->stats.max_outstanding)
 		s->stats.max_outstanding = s->outstanding;
-	if (s->state != SS_UP || s->relogin_pending) {
+	if (s->state != SS_UP || s->relogin_pending || (s->verifying && !probe)) {
 		/* Being recovered (or about to log out and in again): parked until requeue_parked. */
 	} else if (!s->win_head && iscsi_sn_le(s->cmdsn, s->maxcmdsn)) {
 		t->cmdsn = s->cmdsn++;
@@ -213,6 +225,11 @@ int iscsi_session_submit(struct iscsi_session *s, const struct iscsi_cmd *cmd)
 	return 0;
 }
 
+int iscsi_session_submit(struct iscsi_session *s, const struct iscsi_cmd *cmd)
+{
+	return submit(s, cmd, false);
+}
+
 struct sync_wait {
 	pthread_mutex_t m;
 	pthread_cond_t cv;
@@ -237,7 +254,7 @@ int iscsi_session_exec(struct iscsi_session *s, struct iscsi_cmd *cmd, struct is
 	pthread_cond_init(&w.cv, NULL);
 	cmd->cb = sync_done;
 	cmd->arg = &w;
-	int rc = iscsi_session_submit(s, cmd);
+	int rc = submit(s, cmd, true);
 	if (rc == 0) {
 		pthread_mutex_lock(&w.m);
 		while (!w.done)
@@ -308,9 +325,11 @@ void iscsi_session_close(struct iscsi_session *s, int timeout_ms)
 	while (s->state != SS_CLOSED && !s->fail_fast && s->outstanding > 0)
 		if (pthread_cond_timedwait(&s->state_cv, &s->lock, &dl) == ETIMEDOUT)
 			break;
-	/* No more recovery: a connect or login in progress ends at once (-ECANCELED). */
+	/* No more recovery: a connect or login in progress ends at once (-ECANCELED), an identity check too. */
 	s->closing = true;
 	iscsi_cancel_fire(s->cancel_fd);
+	if (s->verifying && s->t && s->t->ops->abort)
+		s->t->ops->abort(s->t);
 	pthread_cond_broadcast(&s->rec_cv);
 	pthread_cond_broadcast(&s->slot_cv);
 	pthread_mutex_unlock(&s->lock);

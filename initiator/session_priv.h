@@ -94,6 +94,7 @@ struct task {
 	uint8_t reissues;           /* times re-issued after a connection loss */
 	bool stalled;               /* the CmdSN window kept it unsent past cmd_timeout: its connection was dropped */
 	bool doomed;                /* to complete with deferred_res while the connection is down */
+	bool probe;                 /* sent by cfg.verify on the recovery thread: fails with the connection, never parked */
 	/* PDUs of this task handed to the transport and not yet written: the
 	 * caller's buffer is still in use, so completion waits for them. */
 	uint16_t tx_pending;
@@ -138,6 +139,15 @@ struct iscsi_session {
 	int lost_err;               /* why */
 	const char *lost_reason;    /* or this (drop_reason at the loss), when set */
 	unsigned reissued;          /* commands re-issued by the recovery in progress */
+	/*
+	 * cfg.verify runs on the recovery thread (state SS_UP): only its
+	 * commands are sent, every other one parks; the tick drops the
+	 * connection at verify_by_ms (or the stop grace) if it has not ended.
+	 */
+	bool verifying;
+	int64_t verify_by_ms;
+	bool fenced;                /* cfg.verify found another device: iscsi_session_submit fails with -EIO */
+	unsigned fence_gen;         /* times fenced: iscsi_session_reverify lifts only the fence it checked */
 	uint64_t next_seq;
 	struct task **sorted;       /* ntasks pointers: re-issue order (allocation set at open) */
 

@@ -136,6 +136,11 @@ int sess_hook_tick(void *arg, int64_t now)
 		pthread_mutex_unlock(&s->lock);
 		return 0;
 	}
+	if (s->verifying && (now >= s->verify_by_ms || (s->stop_by_ms && now >= s->stop_by_ms))) {
+		s->drop_reason = "identity check not answered in time";
+		pthread_mutex_unlock(&s->lock);
+		return -ETIMEDOUT;
+	}
 	if (s->tmf_sent)
 		rc = tick_tmf(s, now, &kick);
 	else if (!s->tmf_want && s->cfg.cmd_timeout_ms > 0)
