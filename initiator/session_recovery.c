@@ -333,7 +333,7 @@ static bool verify_new(struct iscsi_session *s)
 		log_err("session to " ISCSI_HOSTPORT_FMT " reinstated, but it leads to another device (%s): %u commands "
 			"failed; I/O refused until a rescan finds the device again",
 			ISCSI_HOSTPORT_ARGS(s->cfg.host, s->cfg.port), why, n);
-		return true;
+		return s->state == SS_UP && !s->closing; /* the lock was dropped around the callbacks */
 	}
 	log_warn("session to " ISCSI_HOSTPORT_FMT ": identity check after the reconnect failed (%s): reconnecting",
 		 ISCSI_HOSTPORT_ARGS(s->cfg.host, s->cfg.port), why[0] ? why : strerror(-rc));

@@ -5,7 +5,8 @@
 #
 #   identity.sh ISERFUSE one|off|two|unlisted
 #
-# one, off: tgtd A (a.img, a serial and T10 id of its own) on link A, the
+# one, off: tgtd A (a.img; its own serial, held in its T10 vendor ID
+#   designator: a globally unique identity) on link A, the
 #   daemon mounted through it alone (off: -o multipath=off).  tgtd A is
 #   killed, a direct write is started (held by the recovery), and tgtd X
 #   starts on the same address and port: the same target name and LUN
@@ -13,8 +14,10 @@
 #   with EIO, x.img is unchanged (by checksum), the daemon logs one "leads
 #   to another device" line.  Then X goes and A is back: reads work again
 #   (the rescan finds the device) and return a.img's data.
-# two: tgtd A on both links, -o portal= for B; tgtd A is killed, X starts
-#   on link A and A again on link B: path A is refused, a write lands in
+# two: tgtd A on both links, -o portal= for B (taken without SendTargets
+#   listing it: the identity is globally unique); tgtd A is killed, a
+#   direct write is started (held), X starts on link A and A again on
+#   link B: path A is refused, the held write and a later one land in
 #   a.img only, x.img is unchanged.
 # unlisted: two tgtd processes with tgtd's default identity (the same
 #   designators and serial), one per link: -o portal= for B is refused
@@ -44,8 +47,8 @@ if ! mp_net; then
 fi
 pass "namespaces $ns_gw and $ns_tg joined by links A and B"
 
-A_PARAMS=scsi_sn=identA0001,scsi_id=ident-a-0001
-X_PARAMS=scsi_sn=identX0009,scsi_id=ident-x-0009
+A_PARAMS=scsi_sn=identA0001,scsi_id=identA0001
+X_PARAMS=scsi_sn=identX0009,scsi_id=identX0009
 
 # tgtd IMG PORTAL... [-- PARAMS]: mp_tgtd with 64 MiB, its PID in $tpid; a failure ends the script.
 tgtd_on() {
@@ -141,12 +144,21 @@ two)
 	x_before=$(md5sum <"$work/x.img")
 	tgtd_on "$work/a.img" 64M "$MP_A:3260" "$MP_B:3260" -- "$A_PARAMS"
 	a_pid=$tpid
-	mounted -o "portal=$MP_B:3260,accept_unlisted_portals,login_timeout=5,replacement_timeout=30"
+	mounted -o "portal=$MP_B:3260,login_timeout=5,replacement_timeout=30"
 	mp_check "both paths up within 20 s (paths_up 2)" mp_wait_stat paths_up 2 20
 	kill_tgtd "$a_pid"
+	# held by the multipath layer until a path is usable again
+	dd if="$work/p2" of="$work/mnt/lun1" bs=1M seek=4 oflag=direct conv=notrunc status=none 2>"$work/held.err" &
+	worker=$!
+	sleep 1
 	tgtd_on "$work/x.img" 64M "$MP_A:3260" -- "$X_PARAMS"
 	tgtd_on "$work/a.img" 64M "$MP_B:3260" -- "$A_PARAMS"
 	pass "tgtd A killed; X (x.img) on link A, A again on link B"
+	rc=0
+	wait "$worker" || rc=$?
+	worker=''
+	check_eq "the held write succeeded ($(tr '\n' ' ' <"$work/held.err"))" "$rc" 0
+	check_eq "... in a.img" "$(dd if="$work/a.img" bs=1M skip=4 count=1 status=none | md5sum)" "$(md5sum <"$work/p2")"
 	mp_check "path A refused within 20 s (paths_refused 1)" mp_wait_stat paths_refused 1 20
 	mp_check "the daemon logged 'path $MP_A:3260 refused: ...'" grep -q "path $MP_A:3260 refused: " "$work/daemon.log"
 	grep "refused: " "$work/daemon.log" | sed 's/^/# daemon: /' || true
