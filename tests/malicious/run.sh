@@ -131,7 +131,8 @@ declare -A expect=(
 # Hostile loops and waits, each checked against its bound (docs/design.md,
 # "Loops and waits a target drives"), by the block "bounded" below:
 #   outage BACK: the trigger drops the connection and the later logins never
-#       finish (fake_target.py RECOVERY_LOGIN): I/O fails with EIO within
+#       finish, or finish and then no command is answered (the identity
+#       check's: fake_target.py RECOVERY_LOGIN): I/O fails with EIO within
 #       replacement_timeout (3 s) + 3 s, new I/O fails at once; with BACK=back
 #       the target behaves again after 8 s and a read then succeeds;
 #       otherwise fusermount3 -u ends the daemon within 3 s while recovery
@@ -154,6 +155,8 @@ declare -A bounded=(
 	[recovery_login_slow_continue]="outage -"
 	[recovery_login_silent]="outage -"
 	[recovery_login_empty_continue_stop]="stop -"
+	[recovery_probe_silent]="outage -"
+	[recovery_probe_silent_stop]="stop -"
 	[logout_time2wait_max]="relogin -"
 	[lba_status_one_block]="seek -"
 	[report_luns_growth]="luns -"

@@ -205,24 +205,28 @@ static bool unique(const struct scsi_designator *d, size_t n, const char *serial
 
 Test(lun_ident, unique_when_a_designator_names_the_lu_worldwide)
 {
+	static const struct {
+		uint8_t code_set, type;
+		const char *bytes;
+		uint8_t len;
+		const char *serial;
+	} cases[] = {
+		/* NAA 6 with a company ID (LIO: 00-14-05), NAA 5 and NAA 2 with one */
+		{1, SCSI_DESIG_NAA, "\x60\x01\x40\x5f\xa4\xe0\x00\x01\x00\x00\x00\x00\x00\x00\x00\xa1", 16, ""},
+		{1, SCSI_DESIG_NAA, "\x50\x01\x40\x5f\xa4\xe0\x00\x01", 8, ""},
+		{1, SCSI_DESIG_NAA, "\x20\x00\x00\x14\x05\x00\x00\x01", 8, ""},
+		/* EUI-64 with a company ID, a SCSI name string */
+		{1, SCSI_DESIG_EUI64, "\x00\x14\x05\x33\x44\x55\x66\x77", 8, ""},
+		{3, SCSI_DESIG_SCSI_NAME, "naa.6001405fa4e00001", 20, ""},
+		/* a T10 vendor ID holding the unit serial number (spaces around it trimmed) */
+		{2, SCSI_DESIG_T10, "LIO-ORG disk0 5fa4e0001", 23, "  5fa4e0001 "},
+	};
 	struct scsi_designator d[2];
 	char why[160];
-	/* NAA 6 with a company ID (LIO: 00-14-05) */
-	desig(&d[0], 1, SCSI_DESIG_NAA, "\x60\x01\x40\x5f\xa4\xe0\x00\x01\x00\x00\x00\x00\x00\x00\x00\xa1", 16);
-	cr_assert(unique(d, 1, "", why, sizeof(why)));
-	/* NAA 5 and NAA 2 with a company ID */
-	desig(&d[0], 1, SCSI_DESIG_NAA, "\x50\x01\x40\x5f\xa4\xe0\x00\x01", 8);
-	cr_assert(unique(d, 1, "", why, sizeof(why)));
-	desig(&d[0], 1, SCSI_DESIG_NAA, "\x20\x00\x00\x14\x05\x00\x00\x01", 8);
-	cr_assert(unique(d, 1, "", why, sizeof(why)));
-	/* EUI-64 with a company ID, a SCSI name string */
-	desig(&d[0], 1, SCSI_DESIG_EUI64, "\x00\x14\x05\x33\x44\x55\x66\x77", 8);
-	cr_assert(unique(d, 1, "", why, sizeof(why)));
-	desig(&d[0], 3, SCSI_DESIG_SCSI_NAME, "naa.6001405fa4e00001", 20);
-	cr_assert(unique(d, 1, "", why, sizeof(why)));
-	/* a T10 vendor ID holding the unit serial number (spaces around it trimmed) */
-	desig(&d[0], 2, SCSI_DESIG_T10, "LIO-ORG disk0 5fa4e0001", 23);
-	cr_assert(unique(d, 1, "  5fa4e0001 ", why, sizeof(why)));
+	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+		desig(&d[0], cases[i].code_set, cases[i].type, cases[i].bytes, cases[i].len);
+		cr_assert(unique(d, 1, cases[i].serial, why, sizeof(why)), "case %zu: %s", i, why);
+	}
 	/* one worldwide designator is enough */
 	desig(&d[0], 1, SCSI_DESIG_NAA, "\x30\x00\x00\x01\x00\x00\x00\x01", 8);
 	desig(&d[1], 1, SCSI_DESIG_NAA, "\x60\x01\x40\x5f\xa4\xe0\x00\x01\x00\x00\x00\x00\x00\x00\x00\xa1", 16);
