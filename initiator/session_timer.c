@@ -51,6 +51,8 @@ static int tick_cmd_timeout(struct iscsi_session *s, int64_t now, bool *kick)
 		struct task *t = &s->tasks[i];
 		if (!t->in_use || now - t->submit_ms <= s->cfg.cmd_timeout_ms)
 			continue;
+		if (s->verifying && !t->probe)
+			continue; /* parked until the identity check ends: its deadline is verify_by_ms */
 		if (!t->cmd_sent || t->done_deferred) {
 			log_err("command 0x%02x (ITT 0x%08x) not sent within %d s: dropping the connection",
 				t->cmd.cdb[0], t->itt, s->cfg.cmd_timeout_ms / 1000);

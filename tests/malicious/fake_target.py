@@ -133,6 +133,7 @@ TRIGGER = {
     # later logins succeed, then no SCSI command is answered (the identity check after the reconnect)
     "recovery_probe_silent": "read",
     "recovery_probe_silent_stop": "read",         # the same; SIGTERM meanwhile
+    "recovery_probe_slow": "read",                # later logins succeed, then each SCSI command is answered 1 s late
     "logout_time2wait_max": "read",               # AsyncEvent 1, then a Logout Response with Time2Wait 65535
     # Target-driven walks: GET LBA STATUS (LBPME set) answers one deallocated block at a time.
     "lba_status_one_block": "seek",
@@ -153,6 +154,7 @@ RECOVERY_LOGIN = {
     "recovery_login_empty_continue_stop": ("empty", None),
     "recovery_probe_silent": ("silent_commands", None),
     "recovery_probe_silent_stop": ("silent_commands", None),
+    "recovery_probe_slow": ("slow_commands", None),
 }
 
 # window_closed_forever: new connections whose window stays closed (5: the command fails on the 6th loss)
@@ -388,7 +390,7 @@ class Conn:
                 raise Closed()
             if csg == 1 and self.mis == "login_empty_continue" and self.fire("login"):
                 STATE["bad_login"] = "empty"
-            if csg == 1 and self.bad_login_mode() not in ("", "silent_commands"):
+            if csg == 1 and self.bad_login_mode() not in ("", "silent_commands", "slow_commands"):
                 self.bad_login(itt, isid_tsih, csg)
                 raise Closed()
             if self.mis == "login_huge_text" and csg == 1:
@@ -538,6 +540,8 @@ class Conn:
                 if STATE["bad_login"] == "silent_commands":
                     log("not answering SCSI command 0x%02x after the reconnect" % h[32])
                     continue
+                if STATE["bad_login"] == "slow_commands":
+                    time.sleep(1.0)
                 self.scsi_cmd(h, data)
             elif op == OP_DATA_OUT:
                 self.data_out(h, data)
