@@ -57,6 +57,10 @@ static int tick_cmd_timeout(struct iscsi_session *s, int64_t now, bool *kick)
 			log_err("command 0x%02x (ITT 0x%08x) not sent within %d s: dropping the connection",
 				t->cmd.cdb[0], t->itt, s->cfg.cmd_timeout_ms / 1000);
 			t->stalled = true;
+			/* the window that kept the identity check in would keep the parked commands in: each counts it */
+			for (unsigned j = 0; j < s->ntasks && t->probe; j++)
+				if (s->tasks[j].in_use)
+					s->tasks[j].stalled = true;
 			return -ETIMEDOUT;
 		}
 		log_err("command 0x%02x (ITT 0x%08x) not answered within %d s: ABORT TASK", t->cmd.cdb[0],
