@@ -74,6 +74,9 @@ const struct gw_opt gw_opts[GW_OPT_COUNT] = {
 	[GW_OPT_DISCOVER_PORTALS] = {"discover_portals", GW_OPT_STR, "on|off", 0, "off", 0, 0, 0, 0,
 				     "on: also the portals the target reports (SendTargets), numeric\n"
 				     "addresses only; they get the CHAP credentials too"},
+	[GW_OPT_ACCEPT_UNLISTED_PORTALS] = {"accept_unlisted_portals", GW_OPT_FLAG, NULL, 0, "off", 0, 0, 0, 0,
+					    "use a portal= portal that the URL portal's SendTargets does not\n"
+					    "list even when the LUN's identity is not globally unique"},
 	[GW_OPT_SESSIONS] = {"sessions", GW_OPT_INT, "N", 1, "1", 1, 8, 0, 0,
 			     "sessions (paths) per portal"},
 	[GW_OPT_PATH_SELECTOR] = {"path_selector", GW_OPT_STR, "P", 0, "least-outstanding", 0, 0, 0, 0,
@@ -90,7 +93,8 @@ static const enum gw_opt_id help_order[] = {
 	GW_OPT_POOL_SLICES, GW_OPT_LOGIN_TIMEOUT, GW_OPT_CMD_TIMEOUT, GW_OPT_NOOP_INTERVAL,
 	GW_OPT_NOOP_TIMEOUT, GW_OPT_REPLACEMENT_TIMEOUT, GW_OPT_RESCAN_INTERVAL, GW_OPT_CACHE_SIZE,
 	GW_OPT_WRITEBACK, GW_OPT_HEADER_DIGEST, GW_OPT_DATA_DIGEST, GW_OPT_TRANSPORT, GW_OPT_MULTIPATH, GW_OPT_PORTAL,
-	GW_OPT_DISCOVER_PORTALS, GW_OPT_SESSIONS, GW_OPT_PATH_SELECTOR, GW_OPT_SECRET_FILE,
+	GW_OPT_DISCOVER_PORTALS, GW_OPT_ACCEPT_UNLISTED_PORTALS, GW_OPT_SESSIONS, GW_OPT_PATH_SELECTOR,
+	GW_OPT_SECRET_FILE,
 	GW_OPT_LOG_LEVEL, GW_OPT_LOG_FILE, GW_OPT_MAX_THREADS, GW_OPT_IO_URING, GW_OPT_UMASK, GW_OPT_ALLOW_OTHER,
 };
 _Static_assert(sizeof(help_order) / sizeof(help_order[0]) == GW_OPT_COUNT, "every option in --help");

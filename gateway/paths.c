@@ -42,6 +42,7 @@ struct gw_paths {
 	struct iscsi_session_config sc; /* the first session's configuration, CHAP included: wiped at stop */
 	struct iser_ctx *iser;      /* the first path's iSER context (its pool registration), NULL over TCP */
 	bool iser_only;             /* -o transport=iser: no path falls back to TCP */
+	bool accept_unlisted;       /* -o accept_unlisted_portals (gw_portal_vouch) */
 	unsigned sessions;          /* -o sessions= per portal */
 	struct iscsi_portal portals[PORTALS_MAX]; /* -o portal= ones, then discovery's (filled by the path thread) */
 	size_t nportals;
@@ -127,22 +128,34 @@ static int path_alua_state(struct iscsi_session *s, const struct iscsi_lun_info 
 	return rc ? ALUA_NONE : state;
 }
 
+#define PROBE_BUF_TCP (64u * 1024u) /* the probe's scratch buffer over TCP */
+
 /*
- * mpath's check_path: every mounted LUN, probed through s, must be the
- * same device; the path's ALUA state is its target port group's, read
- * through the first LUN that reports one.
+ * mpath's check_path, and every session's verify hook (through
+ * mpath_path_verify_hook, or verify_one without multipath): every mounted
+ * LUN, probed through s, must be the same device; the path's ALUA state
+ * (alua non-NULL) is its target port group's, read through the first LUN
+ * that reports one.
  */
 static int check_path(void *arg, struct iscsi_session *s, int *alua, char *why, size_t cap)
 {
 	struct gw *g = arg;
+	int dummy;
+	if (!alua)
+		alua = &dummy;
 	*alua = ALUA_NONE;
-	/* a pool slice, not malloc: over iSER the target RDMA-writes the answers into registered memory */
-	size_t buflen = buf_pool_slice_size(g->pool);
-	void *buf = buf_pool_tryget(g->pool, NULL);
+	/*
+	 * Over iSER a pool slice (the target RDMA-writes the answers into
+	 * registered memory): when commands parked by a reconnect hold them
+	 * all, the check is tried again later.  Over TCP the heap, so that the
+	 * check after a reconnect never waits for the commands it guards.
+	 */
+	size_t buflen = g->iser ? buf_pool_slice_size(g->pool) : PROBE_BUF_TCP;
+	void *buf = g->iser ? buf_pool_tryget(g->pool, NULL) : malloc(buflen);
 	struct iscsi_lun_info *info = malloc(sizeof(*info));
 	int rc = !buf ? -EAGAIN : info ? 0 : -ENOMEM;
 	if (rc)
-		snprintf(why, cap, "%s", buf ? "out of memory" : "no free pool slice to probe with");
+		snprintf(why, cap, "%s", !buf && g->iser ? "no free pool slice to probe with" : "out of memory");
 	for (size_t i = 0, n = gw_nluns(g); i < n && !rc; i++) {
 		const struct gw_lun *l = &g->luns[i];
 		if (gw_lun_gone(l))
@@ -162,14 +175,22 @@ static int check_path(void *arg, struct iscsi_session *s, int *alua, char *why, 
 		} else if (!gw_path_same_lun(l, info, diff, sizeof(diff))) {
 			snprintf(why, cap, "LUN %u is another device (%s)", l->info.lun, diff);
 			rc = -ENODEV;
-		} else if (*alua == ALUA_NONE && info->tpgs && info->have_tpg) {
+		} else if (alua != &dummy && *alua == ALUA_NONE && info->tpgs && info->have_tpg) {
 			*alua = path_alua_state(s, info, buf, buflen);
 		}
 	}
 	free(info);
-	if (buf)
+	if (buf && g->iser)
 		buf_pool_put(g->pool, buf);
+	else
+		free(buf);
 	return rc;
+}
+
+/* The session's verify hook with -o multipath=off: check_path without ALUA. */
+static int verify_one(void *arg, struct iscsi_session *s, char *why, size_t cap)
+{
+	return check_path(arg, s, NULL, why, cap);
 }
 
 /* ---- the path thread ---- */
@@ -212,6 +233,7 @@ static void path_config(const struct gw_paths *P, struct iscsi_session_config *s
 	snprintf(sc->host, sizeof(sc->host), "%s", host);
 	sc->port = port;
 	sc->path_state_arg = p;
+	sc->verify_arg = p;
 }
 
 /*
@@ -255,6 +277,11 @@ static int open_path(struct gw *g, struct gw_paths *P, const char *host, unsigne
 				  err, mpath_portal_retry_ms(fails + 1) / 1000);
 		mpath_path_discard(p);
 		return rc;
+	}
+	char why[512];
+	if (gw_portal_vouch(g, &P->sc, host, port, P->accept_unlisted, why, sizeof(why))) {
+		mpath_path_refuse(p, s, why);
+		return 0;
 	}
 	mpath_path_set_ifindex(p, route_ifindex(NULL, host, port));
 	mpath_path_attach(p, s, transport);
@@ -415,6 +442,8 @@ static void on_net(void *arg, const struct netwatch_event *ev)
 
 int gw_paths_begin(struct gw *g, const struct gw_settings *o, struct iscsi_session_config *sc)
 {
+	sc->verify = verify_one; /* who answers after a reconnect: before any command goes out again */
+	sc->verify_arg = g;
 	if (!gw_settings_multipath(o))
 		return 0;
 	struct gw_paths *P = calloc(1, sizeof(*P));
@@ -445,9 +474,12 @@ int gw_paths_begin(struct gw *g, const struct gw_settings *o, struct iscsi_sessi
 	}
 	sc->on_path_state = mpath_path_state_hook;
 	sc->path_state_arg = P->first;
+	sc->verify = mpath_path_verify_hook;
+	sc->verify_arg = P->first;
 	P->sc = *sc;
 	P->sessions = (unsigned)gw_settings_num(o, GW_OPT_SESSIONS);
 	P->discover = gw_settings_discover_portals(o);
+	P->accept_unlisted = o->given[GW_OPT_ACCEPT_UNLISTED_PORTALS];
 	const struct gw_portal *given;
 	size_t n = gw_settings_portals(o, &given);
 	for (size_t i = 0; i < n && P->nportals < PORTALS_MAX; i++) {

@@ -67,4 +67,17 @@ void gw_sess_close(struct gw *g, int timeout_ms);
  */
 bool gw_path_same_lun(const struct gw_lun *l, const struct iscsi_lun_info *info, char *why, size_t cap);
 
+/*
+ * Whether a path to host:port may carry the mount's I/O besides the one to
+ * first's portal (the URL's): yes when it is that portal, when
+ * accept_unlisted (-o accept_unlisted_portals), or when every mounted LUN's
+ * identity is globally unique (iscsi_lun_ident_unique: then check_path
+ * tells another device apart); else only when the SendTargets answer of
+ * first's portal lists host:port for the target (portal_vouch.c).
+ * Returns 0, or -ENODEV with one line in why saying why not and which
+ * option accepts it.  On the path thread (a discovery login, within 5 s).
+ */
+int gw_portal_vouch(struct gw *g, const struct iscsi_session_config *first, const char *host, unsigned port,
+		    bool accept_unlisted, char *why, size_t cap);
+
 #endif

@@ -450,6 +450,10 @@ bool gw_rescan_space(struct gw *g)
 static void run_round(struct gw_rescan *r, unsigned ev, bool periodic)
 {
 	struct gw *g = r->g;
+	/* a reconnect found another device behind the session: nothing it says reaches the LUN table */
+	struct iscsi_session *ctl = gw_ctl(g);
+	if (ctl && iscsi_session_fenced(ctl) && iscsi_session_reverify(ctl) != 0)
+		return;
 	void *buf = buf_pool_get(g->pool, NULL);
 	size_t buflen = buf_pool_slice_size(g->pool);
 	bool space = ev & RESCAN_SPACE;

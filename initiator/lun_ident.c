@@ -104,3 +104,85 @@ bool iscsi_lun_ident_same(const struct iscsi_lun_ident *a, const struct iscsi_lu
 	}
 	return true;
 }
+
+/* The IEEE company ID of an NAA 2, 5 or 6 designator (SPC-4 §7.8.6.6), or of an EUI-64 one (§7.8.6.5). */
+static uint32_t company_id(const struct scsi_designator *d, unsigned naa)
+{
+	const uint8_t *b = d->id;
+	if (d->type == SCSI_DESIG_EUI64)
+		return d->len >= 3 ? (uint32_t)b[0] << 16 | (uint32_t)b[1] << 8 | b[2] : 0;
+	if (naa == 2) /* NAA(4) | vendor specific(12) | company ID(24) */
+		return d->len >= 5 ? (uint32_t)b[2] << 16 | (uint32_t)b[3] << 8 | b[4] : 0;
+	/* NAA 5, 6: NAA(4) | company ID(24) | ... */
+	return d->len >= 4 ? ((uint32_t)(b[0] & 0x0f) << 20 | (uint32_t)b[1] << 12 | (uint32_t)b[2] << 4 | b[3] >> 4) : 0;
+}
+
+/* Whether the text designator d holds serial (not empty, spaces trimmed). */
+static bool holds_serial(const struct scsi_designator *d, const char *serial)
+{
+	while (*serial == ' ')
+		serial++;
+	size_t n = strlen(serial);
+	while (n > 0 && serial[n - 1] == ' ')
+		n--;
+	if (n == 0 || n > d->len)
+		return false;
+	for (size_t i = 0; i + n <= d->len; i++)
+		if (memcmp(d->id + i, serial, n) == 0)
+			return true;
+	return false;
+}
+
+/* Append text to why (used bytes so far in *used). */
+static void note(char *why, size_t cap, size_t *used, const char *text)
+{
+	if (*used + 1 >= cap)
+		return;
+	int n = snprintf(why + *used, cap - *used, "%s%s", *used ? ", " : "", text);
+	if (n > 0)
+		*used += (size_t)n < cap - *used ? (size_t)n : cap - *used - 1;
+}
+
+bool iscsi_lun_ident_unique(const struct iscsi_lun_ident *id, char *why, size_t cap)
+{
+	char dummy[1], text[64];
+	size_t used = 0;
+	if (!why || cap == 0) {
+		why = dummy;
+		cap = sizeof(dummy);
+	}
+	why[0] = '\0';
+	for (size_t i = 0; i < id->n_desig; i++) {
+		const struct scsi_designator *d = &id->desig[i];
+		unsigned naa = d->len ? d->id[0] >> 4 : 0;
+		switch (d->type) {
+		case SCSI_DESIG_NAA:
+			if ((naa == 2 || naa == 5 || naa == 6) && company_id(d, naa))
+				return true;
+			if (naa == 3)
+				snprintf(text, sizeof(text), "NAA 3 (locally assigned)");
+			else
+				snprintf(text, sizeof(text), "NAA %u with company ID 0", naa);
+			break;
+		case SCSI_DESIG_EUI64:
+			if (company_id(d, 0))
+				return true;
+			snprintf(text, sizeof(text), "EUI-64 with company ID 0");
+			break;
+		case SCSI_DESIG_SCSI_NAME:
+			return true;
+		case SCSI_DESIG_T10:
+			if (holds_serial(d, id->serial))
+				return true;
+			snprintf(text, sizeof(text), "T10 vendor ID without the serial");
+			break;
+		default:
+			snprintf(text, sizeof(text), "designator type %u", d->type);
+			break;
+		}
+		note(why, cap, &used, text);
+	}
+	if (!used)
+		note(why, cap, &used, "no designator");
+	return false;
+}

@@ -49,4 +49,20 @@ void iscsi_lun_ident_from_info(const struct iscsi_lun_info *info, struct iscsi_l
  */
 bool iscsi_lun_ident_same(const struct iscsi_lun_ident *a, const struct iscsi_lun_ident *b, char *why, size_t cap);
 
+/*
+ * Whether the identity names the logical unit worldwide, so that two
+ * targets cannot both report it: some LU designator is an NAA IEEE
+ * Extended, Registered or Registered Extended one (NAA 2, 5, 6; SPC-4
+ * §7.8.6.6) or an EUI-64 based one (§7.8.6.5) with a company ID other than
+ * 0, a SCSI name string (§7.8.6.11), or a T10 vendor ID based one
+ * (§7.8.6.4) whose vendor specific part holds the unit serial number.  An
+ * NAA Locally Assigned (3) designator, a T10 vendor ID without the serial,
+ * a vendor specific or MD5 one, or none at all does not (tgtd derives its
+ * designators and serial from the target id and LUN number: two tgtd
+ * processes give the same).  why (cap bytes, may be NULL/0) gets what the
+ * identity rests on when it is not unique, such as "NAA 6 with company ID
+ * 0, NAA 3 (locally assigned), T10 without the serial".
+ */
+bool iscsi_lun_ident_unique(const struct iscsi_lun_ident *id, char *why, size_t cap);
+
 #endif

@@ -22,6 +22,12 @@ int mp_alua_rank(int state)
 	return alua_state_rank(state);
 }
 
+int mp_rank(const struct mpath_path *p)
+{
+	int rank = mp_alua_rank(p->alua);
+	return p->fenced && rank < MP_RANK_FENCED ? MP_RANK_FENCED : rank;
+}
+
 bool mp_usable(const struct mpath_path *p)
 {
 	return p->state == MP_SLOT_READY && p->sess_up && p->checked && mp_alua_rank(p->alua) < MP_RANK_UNUSABLE;
@@ -46,14 +52,14 @@ struct mpath_path *mp_pick(struct mpath *m)
 {
 	int best = MP_RANK_UNUSABLE;
 	for (size_t i = 0; i < m->npaths; i++)
-		if (mp_usable(&m->paths[i]) && mp_alua_rank(m->paths[i].alua) < best)
-			best = mp_alua_rank(m->paths[i].alua);
+		if (mp_usable(&m->paths[i]) && mp_rank(&m->paths[i]) < best)
+			best = mp_rank(&m->paths[i]);
 	if (best == MP_RANK_UNUSABLE)
 		return NULL;
 	struct path_sel_path snap[MPATH_MAX_PATHS];
 	for (size_t i = 0; i < m->npaths; i++) {
 		const struct mpath_path *p = &m->paths[i];
-		snap[i].usable = mp_usable(p) && mp_alua_rank(p->alua) == best;
+		snap[i].usable = mp_usable(p) && mp_rank(p) == best;
 		snap[i].outstanding = p->outstanding;
 	}
 	int i = path_select(&m->sel, snap, m->npaths);
@@ -304,6 +310,9 @@ struct iscsi_session *mpath_ctl_session(struct mpath *m)
 	pthread_mutex_lock(&m->lock);
 	struct iscsi_session *s = NULL;
 	for (size_t i = 0; i < m->npaths && !s; i++)
+		if (mp_usable(&m->paths[i]) && !m->paths[i].fenced)
+			s = m->paths[i].s;
+	for (size_t i = 0; i < m->npaths && !s; i++)
 		if (mp_usable(&m->paths[i]))
 			s = m->paths[i].s;
 	for (size_t i = 0; i < m->npaths && !s; i++)
@@ -395,7 +404,8 @@ void mpath_path_state_hook(void *arg, bool up)
 	pthread_mutex_lock(&m->lock);
 	p->sess_up = up;
 	if (up) {
-		p->checked = false; /* checked again before it carries I/O: it may lead elsewhere now */
+		p->checked = p->verified; /* else checked again before it carries I/O: it may lead elsewhere now */
+		p->verified = false;
 	} else if (!p->down_ms) {
 		p->down_ms = clk_now_ms();
 		p->moved = 0;
@@ -405,6 +415,47 @@ void mpath_path_state_hook(void *arg, bool up)
 	mp_note_paths(m);
 	pthread_cond_signal(&m->thread_cv);
 	pthread_mutex_unlock(&m->lock);
+}
+
+int mpath_path_verify_hook(void *arg, struct iscsi_session *s, char *why, size_t cap)
+{
+	struct mpath_path *p = arg;
+	struct mpath *m = p->m;
+	pthread_mutex_lock(&m->lock);
+	p->verified = false;
+	pthread_mutex_unlock(&m->lock);
+	int alua = MP_ALUA_NONE;
+	int rc = m->cfg.check_path ? m->cfg.check_path(m->cfg.check_arg, s, &alua, why, cap) : 0;
+	pthread_mutex_lock(&m->lock);
+	if (rc == 0) {
+		p->alua = alua;
+		p->verified = true;
+		p->fenced = false;
+	} else if (rc == -ENODEV && p->state == MP_SLOT_READY && m->multi) {
+		log_err("path " ISCSI_HOSTPORT_FMT " refused: %s", ISCSI_HOSTPORT_ARGS(p->host, p->port), why);
+		p->state = MP_SLOT_REFUSED; /* its session stays open, unused, until mpath_close */
+		m->refused++;
+	} else if (rc == -ENODEV) {
+		p->fenced = true; /* the only path: its session fails the I/O with EIO */
+	}
+	mp_note_paths(m);
+	pthread_cond_signal(&m->thread_cv);
+	pthread_mutex_unlock(&m->lock);
+	return rc;
+}
+
+void mpath_path_refuse(struct mpath_path *p, struct iscsi_session *s, const char *why)
+{
+	struct mpath *m = p->m;
+	log_err("path " ISCSI_HOSTPORT_FMT " refused: %s", ISCSI_HOSTPORT_ARGS(p->host, p->port), why);
+	pthread_mutex_lock(&m->stop_lock); /* mpath_stopping is not calling into s */
+	pthread_mutex_lock(&m->lock);
+	p->state = MP_SLOT_REFUSED;
+	p->s = NULL;
+	m->refused++;
+	pthread_mutex_unlock(&m->lock);
+	pthread_mutex_unlock(&m->stop_lock);
+	iscsi_session_close(s, 2000);
 }
 
 int mpath_path_attach(struct mpath_path *p, struct iscsi_session *s, const char *transport)
@@ -434,15 +485,7 @@ int mpath_path_attach(struct mpath_path *p, struct iscsi_session *s, const char 
 		rc = m->cfg.check_path(m->cfg.check_arg, s, &alua, why, sizeof(why));
 	}
 	if (rc == -ENODEV) {
-		log_err("path " ISCSI_HOSTPORT_FMT " refused: %s", ISCSI_HOSTPORT_ARGS(p->host, p->port), why);
-		pthread_mutex_lock(&m->stop_lock); /* mpath_stopping is not calling into s */
-		pthread_mutex_lock(&m->lock);
-		p->state = MP_SLOT_REFUSED;
-		p->s = NULL;
-		m->refused++;
-		pthread_mutex_unlock(&m->lock);
-		pthread_mutex_unlock(&m->stop_lock);
-		iscsi_session_close(s, 2000);
+		mpath_path_refuse(p, s, why);
 		return rc;
 	}
 	pthread_mutex_lock(&m->lock);

@@ -26,6 +26,8 @@
  * no reply for much longer than its recent latency is pinged at once and
  * dropped when the ping goes unanswered (mpath_stall.c).  Each path going
  * down and coming back is one warning line, from the mpath's thread.
+ * Either way a reinstated session runs check_path before any
+ * command goes out on it again (mpath_path_verify_hook).
  *
  * Threads and locks: any thread submits; completions run on the paths'
  * event (or recovery) threads; the mpath's thread re-issues held commands,
@@ -109,6 +111,18 @@ struct mpath_path *mpath_path_new(struct mpath *m, const char *host, unsigned po
 void mpath_path_state_hook(void *arg, bool up);
 
 /*
+ * The session_config verify hook for a slot of mpath_path_new (pass the
+ * slot as verify_arg): check_path on the reinstated session before it
+ * carries I/O again, its ALUA state kept.  Another device (-ENODEV): with
+ * other paths attached the path is refused for good (one log line); as the
+ * only path it is fenced (its session fails the I/O with -EIO; a fenced
+ * path is picked only when no other is usable) until the hook passes
+ * again.  Returns check_path's result.  On the session's recovery thread
+ * (or iscsi_session_reverify's caller), no lock held.
+ */
+int mpath_path_verify_hook(void *arg, struct iscsi_session *s, char *why, size_t cap);
+
+/*
  * The session of slot p is open: run check_path on it (on this thread),
  * then let it carry I/O.  The mpath owns s from now on (closed by
  * mpath_close, or at once when refused).  Returns 0, or -ENODEV when
@@ -117,6 +131,13 @@ void mpath_path_state_hook(void *arg, bool up);
  * its session is next reinstated and every few seconds).
  */
 int mpath_path_attach(struct mpath_path *p, struct iscsi_session *s, const char *transport);
+
+/*
+ * The session s just opened on slot p must not carry I/O (why, one line,
+ * logged): the slot stays, refused (counted in paths_refused), and s is
+ * closed.  Instead of mpath_path_attach.
+ */
+void mpath_path_refuse(struct mpath_path *p, struct iscsi_session *s, const char *why);
 
 /* Run check_path on slot p again soon (its ALUA state is to be read again).  Any thread. */
 void mpath_path_recheck(struct mpath_path *p);

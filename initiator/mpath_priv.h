@@ -15,6 +15,7 @@
 
 #define MP_ALUA_NONE 0x100       /* ALUA_NONE (alua.h): no ALUA, or not known: as good as active/optimized */
 #define MP_RANK_UNUSABLE 9        /* alua_state_rank of a state that takes no commands */
+#define MP_RANK_FENCED 8          /* a fenced path (another device, no other path): last, its I/O fails with EIO */
 #define MP_TRIES_MAX 16          /* re-issues of one command before its last error is delivered */
 #define MP_RECHECK_MS 1000       /* a path not usable for its ALUA state or a failed check is checked again this often */
 /*
@@ -53,6 +54,8 @@ struct mpath_path {
 	bool sess_up;                /* the session takes commands (its on_path_state hook) */
 	bool checked;                /* check_path passed since the session last came up */
 	bool recheck;                /* ALUA states to be read again (sense, UNIT ATTENTION) */
+	bool verified;               /* the session's verify hook passed: checked once it is up */
+	bool fenced;                 /* the verify hook found another device while it was the only path */
 	int64_t next_check_ms;       /* when the thread checks it next (0: at once when needed) */
 	int alua;                    /* ALUA state (SPC-4 §6.36), MP_ALUA_NONE without ALUA */
 	int ifindex;                 /* output interface of its route, 0 if unknown */
@@ -128,6 +131,8 @@ struct mpath {
 };
 
 int mp_alua_rank(int state);
+/* Where p ranks in mp_pick: its ALUA state's rank, MP_RANK_FENCED when fenced.  Lock held. */
+int mp_rank(const struct mpath_path *p);
 bool mp_usable(const struct mpath_path *p);
 void mp_note_paths(struct mpath *m);
 void mp_hold(struct mpath *m, struct mp_cmd *c);

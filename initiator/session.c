@@ -147,9 +147,12 @@ static bool refusing(const struct iscsi_session *s)
 }
 
 /*
- * iscsi_session_submit, and iscsi_session_exec's with sync: such a
- * command is refused with -ESHUTDOWN once the caller is stopping
- * (iscsi_session_stopping), also while it waits for a slot.
+ * iscsi_session_submit, and iscsi_session_exec's with sync (not fenced):
+ * such a command is refused with -ESHUTDOWN once the caller is stopping
+ * (iscsi_session_stopping), also while it waits for a slot.  The
+ * identity check's own commands (cfg.verify on the recovery thread) go out
+ * while every other one parks, never wait for a slot (the parked commands
+ * may hold them all) and pass the replacement timeout's refusal.
  */
 static int submit(struct iscsi_session *s, const struct iscsi_cmd *cmd, bool sync)
 {
@@ -157,13 +160,19 @@ static int submit(struct iscsi_session *s, const struct iscsi_cmd *cmd, bool syn
 	    (cmd->dir == ISCSI_DIR_NONE && cmd->len))
 		return -EINVAL;
 	pthread_mutex_lock(&s->lock);
-	bool ev = on_event_thread(s) || iscsi_session_in_callback();
+	bool probe = s->verifying && sync && pthread_equal(pthread_self(), s->rec_thread);
+	bool ev = on_event_thread(s) || iscsi_session_in_callback() || probe;
 	while (!refusing(s) && !(sync && s->sync_stop_ms) && !ev && s->worker_outstanding >= s->cfg.queue_depth)
 		pthread_cond_wait(&s->slot_cv, &s->lock);
-	if (refusing(s) || (sync && s->sync_stop_ms)) {
-		int rc = refusing(s) ? -ENOTCONN : -ESHUTDOWN;
+	bool refuse = probe ? s->closing || s->state == SS_CLOSED : refusing(s);
+	if (refuse || (sync && s->sync_stop_ms)) {
+		int rc = refuse ? -ENOTCONN : -ESHUTDOWN;
 		pthread_mutex_unlock(&s->lock);
 		return rc;
+	}
+	if (s->fenced && !sync) {
+		pthread_mutex_unlock(&s->lock);
+		return -EIO;
 	}
 	struct task *t = s->free_list;
 	if (!t) { /* only reachable from the event thread or a callback */
@@ -178,6 +187,7 @@ static int submit(struct iscsi_session *s, const struct iscsi_cmd *cmd, bool syn
 	t->index = index;
 	t->gen = gen;
 	t->in_use = true;
+	t->probe = probe;
 	t->counted = !ev;
 	t->cmd = *cmd;
 	t->sync = sync;
@@ -190,7 +200,7 @@ static int submit(struct iscsi_session *s, const struct iscsi_cmd *cmd, bool syn
 		s->worker_outstanding++;
 	if (s->outstanding > s->stats.max_outstanding)
 		s->stats.max_outstanding = s->outstanding;
-	if (s->state != SS_UP || s->relogin_pending) {
+	if (s->state != SS_UP || s->relogin_pending || (s->verifying && !probe)) {
 		/* Being recovered (or about to log out and in again): parked until requeue_parked. */
 		t->lost_ms = s->lost_ms; /* it meets the loss in progress (0: none) */
 	} else if (!s->win_head && iscsi_sn_le(s->cmdsn, s->maxcmdsn)) {
@@ -344,9 +354,11 @@ void iscsi_session_close(struct iscsi_session *s, int timeout_ms)
 	while ((s->state != SS_CLOSED && !s->fail_fast && s->outstanding > 0) || callbacks_busy(s))
 		if (pthread_cond_timedwait(&s->state_cv, &s->lock, &dl) == ETIMEDOUT)
 			break;
-	/* No more recovery: a connect or login in progress ends at once (-ECANCELED). */
+	/* No more recovery: a connect or login in progress ends at once (-ECANCELED), an identity check too. */
 	s->closing = true;
 	iscsi_cancel_fire(s->cancel_fd);
+	if (s->verifying && s->t && s->t->ops->abort)
+		s->t->ops->abort(s->t);
 	pthread_cond_broadcast(&s->rec_cv);
 	pthread_cond_broadcast(&s->slot_cv);
 	pthread_mutex_unlock(&s->lock);

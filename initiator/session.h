@@ -31,6 +31,7 @@
 #define ISERFUSE_SESSION_H
 
 #include <stdbool.h>
+#include <stddef.h>
 #include <stdint.h>
 
 #include "latency.h"
@@ -106,6 +107,25 @@ struct iscsi_session_config {
 	 */
 	void (*on_path_state)(void *arg, bool up);
 	void *path_state_arg;
+	/*
+	 * After every reinstatement, before a parked command is re-issued or
+	 * a new one sent: whether the new connection still leads to the same
+	 * device (the LUNs' identity, lun_ident.h; an address taken over or a
+	 * target reconfigured leads elsewhere).  Called on the recovery thread
+	 * (or by iscsi_session_reverify on its caller's), session lock not
+	 * held; only the commands this thread runs (iscsi_session_exec) are
+	 * sent meanwhile, every other one waits.  Returns 0 (the same device:
+	 * the parked commands are re-issued), -ENODEV (another device, why
+	 * says how: the session is fenced: the parked commands and every later
+	 * iscsi_session_submit fail with -EIO, iscsi_session_exec still runs,
+	 * until a reinstatement or iscsi_session_reverify finds the device
+	 * again) or another negative errno (cannot tell now: the connection is
+	 * dropped and recovered again).  Bounded by the login timeout, the
+	 * replacement timeout and the stop grace (the connection is dropped).
+	 * NULL: no check.
+	 */
+	int (*verify)(void *arg, struct iscsi_session *s, char *why, size_t cap);
+	void *verify_arg;
 };
 
 /*
@@ -124,7 +144,8 @@ int iscsi_session_open(const struct iscsi_session_config *cfg, struct iscsi_sess
  * in use (back-pressure); queues while the CmdSN window is closed or the
  * session is being recovered.  Returns 0 (cmd->cb will be called exactly
  * once) or -ENOTCONN when the session is closing or has been down longer
- * than replacement_timeout_ms (cb is not called), -EINVAL for a bad command.
+ * than replacement_timeout_ms (cb is not called), -EIO while fenced (see
+ * cfg.verify), -EINVAL for a bad command.
  */
 int iscsi_session_submit(struct iscsi_session *s, const struct iscsi_cmd *cmd);
 
@@ -136,6 +157,7 @@ int iscsi_session_submit(struct iscsi_session *s, const struct iscsi_cmd *cmd);
  * waiting ends with res->err -ESHUTDOWN: at once when the command was not
  * sent yet, else when the target has not answered it STOP_ANSWER_MS (1 s)
  * after the stop, by dropping the connection (at the next tick).
+ * Not fenced (probes, REPORT LUNS, READ CAPACITY: see cfg.verify).
  */
 int iscsi_session_exec(struct iscsi_session *s, struct iscsi_cmd *cmd, struct iscsi_cmd_result *res);
 
@@ -257,6 +279,20 @@ int iscsi_session_ping(struct iscsi_session *s);
  * now (a submission from it never waits for a slot).  Any thread.
  */
 bool iscsi_session_in_callback(void);
+
+/*
+ * Whether cfg.verify found another device behind the session at its last
+ * reinstatement (fenced: iscsi_session_submit fails with -EIO).  Any thread.
+ */
+bool iscsi_session_fenced(struct iscsi_session *s);
+
+/*
+ * A fenced session: run cfg.verify again on this thread (a rescan); when
+ * it finds the device again and no reinstatement fenced the session
+ * meanwhile, I/O resumes (one log line).  Returns 0 (not fenced, or
+ * resumed) or verify's error.  Not on the event thread.
+ */
+int iscsi_session_reverify(struct iscsi_session *s);
 
 /* Whether the session takes commands now (logged in, not down, not closing).  Any thread. */
 bool iscsi_session_up(struct iscsi_session *s);

@@ -2,13 +2,17 @@
 /*
  * Controls a multipath layer needs on one session (session.h): fail the
  * connection when the path under it went away, end a reconnect back-off
- * when the route came back, hand commands back at once on a loss, whether
- * the session takes commands, and what its stall check reads (how long
- * the session has waited on the target, a ping at once).
+ * when the route came back, hand commands back at once on a loss,
+ * whether the session takes commands, what its stall check reads (how
+ * long the session has waited on the target, a ping at once), and the
+ * fence an identity check (cfg.verify) sets and a rescan lifts.
  */
 #include "session_priv.h"
 
 #include <errno.h>
+
+#include "log.h"
+#include "url.h"
 
 void iscsi_session_drop(struct iscsi_session *s, const char *reason)
 {
@@ -42,7 +46,7 @@ void iscsi_session_set_replacement_timeout(struct iscsi_session *s, int ms)
 bool iscsi_session_up(struct iscsi_session *s)
 {
 	pthread_mutex_lock(&s->lock);
-	bool up = s->state == SS_UP && !s->fail_fast && !s->closing && !s->relogin_pending;
+	bool up = s->state == SS_UP && !s->fail_fast && !s->closing && !s->relogin_pending && !s->verifying;
 	pthread_mutex_unlock(&s->lock);
 	return up;
 }
@@ -78,6 +82,34 @@ int iscsi_session_ping(struct iscsi_session *s)
 	} else if (!s->ping_sent && !s->ping_want) {
 		s->ping_want = true;
 		s->t->ops->kick(s->t);
+	}
+	pthread_mutex_unlock(&s->lock);
+	return rc;
+}
+
+bool iscsi_session_fenced(struct iscsi_session *s)
+{
+	pthread_mutex_lock(&s->lock);
+	bool fenced = s->fenced;
+	pthread_mutex_unlock(&s->lock);
+	return fenced;
+}
+
+int iscsi_session_reverify(struct iscsi_session *s)
+{
+	pthread_mutex_lock(&s->lock);
+	bool fenced = s->fenced && s->cfg.verify;
+	unsigned gen = s->fence_gen;
+	pthread_mutex_unlock(&s->lock);
+	if (!fenced)
+		return 0;
+	char why[256] = "";
+	int rc = s->cfg.verify(s->cfg.verify_arg, s, why, sizeof(why));
+	pthread_mutex_lock(&s->lock);
+	if (rc == 0 && s->fenced && s->fence_gen == gen) {
+		s->fenced = false;
+		log_warn("session to " ISCSI_HOSTPORT_FMT ": the device is back: I/O resumes",
+			 ISCSI_HOSTPORT_ARGS(s->cfg.host, s->cfg.port));
 	}
 	pthread_mutex_unlock(&s->lock);
 	return rc;

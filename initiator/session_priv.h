@@ -103,6 +103,7 @@ struct task {
 	bool doomed;                /* to complete with deferred_res while the connection is down */
 	bool sync;                  /* submitted by iscsi_session_exec: failed at the stop (iscsi_session_stopping) */
 	int64_t lost_ms;            /* CLOCK_MONOTONIC ms of the first connection loss that caught it (0: none) */
+	bool probe;                 /* sent by cfg.verify on the recovery thread: fails with the connection, never parked */
 	/* PDUs of this task handed to the transport and not yet written: the
 	 * caller's buffer is still in use, so completion waits for them. */
 	uint16_t tx_pending;
@@ -149,6 +150,15 @@ struct iscsi_session {
 	int lost_err;               /* why */
 	const char *lost_reason;    /* or this (drop_reason at the loss), when set */
 	unsigned reissued;          /* commands re-issued by the recovery in progress */
+	/*
+	 * cfg.verify runs on the recovery thread (state SS_UP): only its
+	 * commands are sent, every other one parks; the tick drops the
+	 * connection at verify_by_ms (or the stop grace) if it has not ended.
+	 */
+	bool verifying;
+	int64_t verify_by_ms;
+	bool fenced;                /* cfg.verify found another device: iscsi_session_submit fails with -EIO */
+	unsigned fence_gen;         /* times fenced: iscsi_session_reverify lifts only the fence it checked */
 	uint64_t next_seq;
 	struct task **sorted;       /* ntasks pointers: re-issue order (allocation set at open) */
 

@@ -86,6 +86,10 @@ static void lose_connection(struct iscsi_session *s, int err)
 			t->lost_ms = s->lost_ms;
 		if (t->done_deferred) {
 			t->doomed = true;
+		} else if (t->probe) { /* the recovery thread waits for it: it fails, never parks */
+			memset(&t->deferred_res, 0, sizeof(t->deferred_res));
+			t->deferred_res.err = -ECONNRESET;
+			t->doomed = true;
 		} else if (t->sync && s->sync_stop_ms) { /* the stop takes it back (tick_stop) */
 			memset(&t->deferred_res, 0, sizeof(t->deferred_res));
 			t->deferred_res.err = -ESHUTDOWN;
@@ -356,8 +360,63 @@ static unsigned recover_connect(struct iscsi_session *s, struct iscsi_transport 
 }
 
 /*
- * One recovery: reconnect (recover_connect), start the new connection and
- * re-issue the parked commands (RFC 7143 §6.3.5, ERL 0).  Lock held.
+ * The new connection is started: before a parked command goes out on it,
+ * cfg.verify checks that it leads to the same device (lock dropped; the
+ * session is SS_UP with only the check's commands sent, the tick ends it
+ * at the login timeout, the replacement deadline or the stop grace).
+ * Returns true to go on: the same device, or another one (fenced: the
+ * parked commands failed with -EIO, one line); false when the connection
+ * was lost meanwhile or is being dropped (the check could not tell).
+ * Lock held.
+ */
+static bool verify_new(struct iscsi_session *s)
+{
+	int64_t now = clk_now_ms();
+	int timeout_ms = s->cfg.timeout_ms > 0 ? s->cfg.timeout_ms : ISCSI_LOGIN_TIMEOUT_DEFAULT_S * 1000;
+	s->verify_by_ms = now + timeout_ms;
+	if (!s->fail_fast && replacement_deadline(s) < s->verify_by_ms)
+		s->verify_by_ms = replacement_deadline(s);
+	s->verifying = true;
+	s->state = SS_UP;
+	pthread_mutex_unlock(&s->lock);
+	char why[256] = "";
+	int rc = s->cfg.verify(s->cfg.verify_arg, s, why, sizeof(why));
+	pthread_mutex_lock(&s->lock);
+	s->verifying = false;
+	if (s->state != SS_UP || s->closing)
+		return false; /* lost meanwhile: recovered again */
+	if (rc == 0) {
+		if (s->fenced)
+			log_warn("session to " ISCSI_HOSTPORT_FMT ": the device is back: I/O resumes",
+				 ISCSI_HOSTPORT_ARGS(s->cfg.host, s->cfg.port));
+		s->fenced = false;
+		return true;
+	}
+	if (rc == -ENODEV) {
+		s->fenced = true;
+		s->fence_gen++;
+		unsigned n = sess_complete_tasks(s, sess_pick_any, -EIO); /* parked, in no queue */
+		log_err("session to " ISCSI_HOSTPORT_FMT " reinstated, but it leads to another device (%s): %u commands "
+			"failed; I/O refused until a rescan finds the device again",
+			ISCSI_HOSTPORT_ARGS(s->cfg.host, s->cfg.port), why, n);
+		return s->state == SS_UP && !s->closing; /* the lock was dropped around the callbacks */
+	}
+	log_warn("session to " ISCSI_HOSTPORT_FMT ": identity check after the reconnect failed (%s): reconnecting",
+		 ISCSI_HOSTPORT_ARGS(s->cfg.host, s->cfg.port), why[0] ? why : strerror(-rc));
+	if (!s->drop_reason)
+		s->drop_reason = "identity check failed";
+	s->reconnect_delay_ms = RECONNECT_MAX_MS; /* not at once: it would fail the same way */
+	if (s->t->ops->abort)
+		s->t->ops->abort(s->t); /* conn_lost follows on the event thread */
+	else
+		lose_connection(s, -EIO);
+	return false;
+}
+
+/*
+ * One recovery: reconnect (recover_connect), start the new connection,
+ * check who answers (verify_new) and re-issue the parked commands (RFC
+ * 7143 §6.3.5, ERL 0).  Lock held.
  */
 static void recover(struct iscsi_session *s)
 {
@@ -388,6 +447,8 @@ static void recover(struct iscsi_session *s)
 	}
 	if (s->state != SS_STARTING)
 		return; /* lost again already: the caller starts over */
+	if (s->cfg.verify && !verify_new(s))
+		return;
 	unsigned n = requeue_parked(s);
 	s->reissued += n;
 	s->state = SS_UP;

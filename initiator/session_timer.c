@@ -54,10 +54,16 @@ static int tick_cmd_timeout(struct iscsi_session *s, int64_t now, bool *kick)
 		struct task *t = &s->tasks[i];
 		if (!t->in_use || now - t->submit_ms <= s->cfg.cmd_timeout_ms || (t->sync && s->sync_stop_ms))
 			continue; /* (a synchronous command at the stop: tick_stop's) */
+		if (s->verifying && !t->probe)
+			continue; /* parked until the identity check ends: its deadline is verify_by_ms */
 		if (!t->cmd_sent || t->done_deferred) {
 			log_err("command 0x%02x (ITT 0x%08x) not sent within %d s: dropping the connection",
 				t->cmd.cdb[0], t->itt, s->cfg.cmd_timeout_ms / 1000);
 			t->stalled = true;
+			/* the window that kept the identity check in would keep the parked commands in: each counts it */
+			for (unsigned j = 0; j < s->ntasks && t->probe; j++)
+				if (s->tasks[j].in_use)
+					s->tasks[j].stalled = true;
 			return -ETIMEDOUT;
 		}
 		log_err("command 0x%02x (ITT 0x%08x) not answered within %d s: ABORT TASK", t->cmd.cdb[0],
@@ -190,6 +196,11 @@ int sess_hook_tick(void *arg, int64_t now)
 	if (s->state != SS_UP) { /* commands are requeued with fresh deadlines first */
 		pthread_mutex_unlock(&s->lock);
 		return 0;
+	}
+	if (s->verifying && (now >= s->verify_by_ms || (s->stop_by_ms && now >= s->stop_by_ms))) {
+		s->drop_reason = "identity check not answered in time";
+		pthread_mutex_unlock(&s->lock);
+		return -ETIMEDOUT;
 	}
 	rc = tick_stop(s, now);
 	if (!rc)

@@ -138,6 +138,10 @@ TRIGGER = {
     "recovery_login_slow_continue": "read",       # one empty C=1 Login Response every 0.5 s, for ever
     "recovery_login_silent": "read",              # later logins never answered (connection kept open)
     "recovery_login_empty_continue_stop": "read", # empty C=1 Login Responses for ever; SIGTERM meanwhile
+    # later logins succeed, then no SCSI command is answered (the identity check after the reconnect)
+    "recovery_probe_silent": "read",
+    "recovery_probe_silent_stop": "read",         # the same; SIGTERM meanwhile
+    "recovery_probe_slow": "read",                # later logins succeed, then each SCSI command is answered 1 s late
     "logout_time2wait_max": "read",               # AsyncEvent 1, then a Logout Response with Time2Wait 65535
     # Target-driven walks: GET LBA STATUS (LBPME set) answers one deallocated block at a time.
     "lba_status_one_block": "seek",
@@ -182,6 +186,9 @@ RECOVERY_LOGIN = {
     "recovery_login_slow_continue": ("slow", None),
     "recovery_login_silent": ("silent", None),
     "recovery_login_empty_continue_stop": ("empty", None),
+    "recovery_probe_silent": ("silent_commands", None),
+    "recovery_probe_silent_stop": ("silent_commands", None),
+    "recovery_probe_slow": ("slow_commands", None),
 }
 
 # window_closed_forever: new connections whose window stays closed (5: the command fails on the 6th loss)
@@ -419,7 +426,7 @@ class Conn:
                 raise Closed()
             if csg == 1 and self.mis == "login_empty_continue" and self.fire("login"):
                 STATE["bad_login"] = "empty"
-            if csg == 1 and self.bad_login_mode():
+            if csg == 1 and self.bad_login_mode() not in ("", "silent_commands", "slow_commands"):
                 self.bad_login(itt, isid_tsih, csg)
                 raise Closed()
             if self.mis == "login_huge_text" and csg == 1:
@@ -569,6 +576,11 @@ class Conn:
                 cmdsn = int.from_bytes(h[24:28], "big")
                 if not h[0] & 0x40:
                     self.expcmdsn = max(self.expcmdsn, (cmdsn + 1) & 0xFFFFFFFF)
+                if STATE["bad_login"] == "silent_commands":
+                    log("not answering SCSI command 0x%02x after the reconnect" % h[32])
+                    continue
+                if STATE["bad_login"] == "slow_commands":
+                    time.sleep(1.0)
                 self.scsi_cmd(h, data)
             elif op == OP_DATA_OUT:
                 self.data_out(h, data)

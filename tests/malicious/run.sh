@@ -135,7 +135,8 @@ declare -A expect=(
 # Hostile loops and waits, each checked against its bound (docs/design.md,
 # "Loops and waits a target drives"), by the block "bounded" below:
 #   outage BACK: the trigger drops the connection and the later logins never
-#       finish (fake_target.py RECOVERY_LOGIN): I/O fails with EIO within
+#       finish, or finish and then no command is answered (the identity
+#       check's: fake_target.py RECOVERY_LOGIN): I/O fails with EIO within
 #       replacement_timeout (3 s) + 3 s, new I/O fails at once; with BACK=back
 #       the target behaves again after 8 s and a read then succeeds;
 #       otherwise fusermount3 -u ends the daemon within 3 s while recovery
@@ -144,6 +145,10 @@ declare -A expect=(
 #       second: SIGTERM while the read and a rescan wait for the recovery
 #       ends the daemon within 8 s (a 5 s grace), the read failing, nothing
 #       left mounted;
+#   slowcheck: after the drop every command is answered 1 s late, so the
+#       identity check after the reconnect outlasts cmd_timeout (4 s) with
+#       the read parked all along: the read still succeeds (replacement
+#       timeout 30 s), no command counts as unsent meanwhile;
 #   relogin: the Logout Response's Time2Wait 65535 is capped: a read after
 #       the logout succeeds before replacement_timeout (6 s) fails it;
 #   storm: with cmd_timeout 2 s, a write the target keeps asking R2Ts for
@@ -169,6 +174,9 @@ declare -A bounded=(
 	[recovery_login_slow_continue]="outage -"
 	[recovery_login_silent]="outage -"
 	[recovery_login_empty_continue_stop]="stop -"
+	[recovery_probe_silent]="outage -"
+	[recovery_probe_silent_stop]="stop -"
+	[recovery_probe_slow]="slowcheck -"
 	[logout_time2wait_max]="relogin -"
 	[lba_status_one_block]="seek -"
 	[report_luns_growth]="luns -"
@@ -449,6 +457,7 @@ if [[ $want_io == bounded ]]; then
 	rt=3
 	[[ $kind == relogin ]] && rt=6
 	[[ $kind == stop ]] && rt=60
+	[[ $kind == slowcheck ]] && rt=30
 	ct=4
 	[[ $kind == storm ]] && ct=2
 	noop=5
@@ -572,6 +581,17 @@ if [[ $want_io == bounded ]]; then
 		else
 			fail "the session was reinstated in between"
 		fi
+		;;
+	slowcheck)
+		rc=0
+		timeout -k 5 40 dd if="$mnt/lun1" of="$work/got" bs=65536 count=1 iflag=direct status=none \
+			2>"$work/dd.log" || rc=$?
+		check_eq "the read succeeds ($(head -n 1 "$work/dd.log"))" "$rc" 0
+		expected_bytes 0 65536 "$work/want"
+		check "... with the disk's data" cmp -s "$work/got" "$work/want"
+		check "the session was reinstated" grep -q 'reinstated after' "$work/daemon.log"
+		check "no command counted as unsent during the identity check" \
+			bash -c "! grep -q 'not sent within' '$work/daemon.log'"
 		;;
 	relogin)
 		rc=0

@@ -6,7 +6,9 @@
 #   all_down.sh ISERFUSE
 #
 # tgtd on both links of common.sh; the daemon mounts through link A with
-# -o portal= for link B, replacement_timeout=3 (and noop_interval=1,
+# -o portal= for link B (with accept_unlisted_portals: tgtd's SendTargets
+# names only the portal asked and its designators are not globally
+# unique), replacement_timeout=3 (and noop_interval=1,
 # noop_timeout=2, so that even a single path notices in about 3 s).  A
 # known 1 MiB is written, both links go down, and a direct dd read must
 # fail with EIO (exit status and the kernel's "Input/output error") once
@@ -42,7 +44,7 @@ if ! mp_tgtd "$work/disk.img" 64M "$MP_A:3260" "$MP_B:3260"; then
 fi
 pass "tgtd on $MP_A:3260 and $MP_B:3260"
 if ! mp_mount "iscsi://$MP_A:3260/$TGT_IQN/1" \
-	-o "portal=$MP_B:3260,login_timeout=5,replacement_timeout=3,noop_interval=1,noop_timeout=2"; then
+	-o "portal=$MP_B:3260,accept_unlisted_portals,login_timeout=5,replacement_timeout=3,noop_interval=1,noop_timeout=2"; then
 	fail "mounted through link A"
 	note "$work/daemon.log"
 	summary

@@ -189,3 +189,70 @@ Test(lun_ident, no_designators_on_either_side)
 	cr_assert_not(same(&a, &b, why, sizeof(why)));
 	cr_assert_str_eq(why, "designator NAA 60000ed53a112233445566778899aabb only on the second");
 }
+
+/* The identity of info with its designators replaced by d[0..n). */
+static bool unique(const struct scsi_designator *d, size_t n, const char *serial, char *why, size_t cap)
+{
+	struct iscsi_lun_info info;
+	probe(&info);
+	memcpy(info.lu_desig, d, n * sizeof(*d));
+	info.n_lu_desig = n;
+	snprintf(info.serial, sizeof(info.serial), "%s", serial);
+	struct iscsi_lun_ident id;
+	iscsi_lun_ident_from_info(&info, &id);
+	return iscsi_lun_ident_unique(&id, why, cap);
+}
+
+Test(lun_ident, unique_when_a_designator_names_the_lu_worldwide)
+{
+	static const struct {
+		uint8_t code_set, type;
+		const char *bytes;
+		uint8_t len;
+		const char *serial;
+	} cases[] = {
+		/* NAA 6 with a company ID (LIO: 00-14-05), NAA 5 and NAA 2 with one */
+		{1, SCSI_DESIG_NAA, "\x60\x01\x40\x5f\xa4\xe0\x00\x01\x00\x00\x00\x00\x00\x00\x00\xa1", 16, ""},
+		{1, SCSI_DESIG_NAA, "\x50\x01\x40\x5f\xa4\xe0\x00\x01", 8, ""},
+		{1, SCSI_DESIG_NAA, "\x20\x00\x00\x14\x05\x00\x00\x01", 8, ""},
+		/* EUI-64 with a company ID, a SCSI name string */
+		{1, SCSI_DESIG_EUI64, "\x00\x14\x05\x33\x44\x55\x66\x77", 8, ""},
+		{3, SCSI_DESIG_SCSI_NAME, "naa.6001405fa4e00001", 20, ""},
+		/* a T10 vendor ID holding the unit serial number (spaces around it trimmed) */
+		{2, SCSI_DESIG_T10, "LIO-ORG disk0 5fa4e0001", 23, "  5fa4e0001 "},
+	};
+	struct scsi_designator d[2];
+	char why[160];
+	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+		desig(&d[0], cases[i].code_set, cases[i].type, cases[i].bytes, cases[i].len);
+		cr_assert(unique(d, 1, cases[i].serial, why, sizeof(why)), "case %zu: %s", i, why);
+	}
+	/* one worldwide designator is enough */
+	desig(&d[0], 1, SCSI_DESIG_NAA, "\x30\x00\x00\x01\x00\x00\x00\x01", 8);
+	desig(&d[1], 1, SCSI_DESIG_NAA, "\x60\x01\x40\x5f\xa4\xe0\x00\x01\x00\x00\x00\x00\x00\x00\x00\xa1", 16);
+	cr_assert(unique(d, 2, "", why, sizeof(why)));
+}
+
+Test(lun_ident, not_unique_as_tgtd_reports_it)
+{
+	struct scsi_designator d[3];
+	char why[160];
+	/* tgtd 1.0.x: T10 "IET" + tid/lun, NAA 3 and NAA 6 with company ID 0, serial "beaf11" */
+	desig(&d[0], 2, SCSI_DESIG_T10, "IET     00010001", 16);
+	desig(&d[1], 1, SCSI_DESIG_NAA, "\x30\x00\x00\x01\x00\x00\x00\x01", 8);
+	desig(&d[2], 1, SCSI_DESIG_NAA, "\x60\x00\x00\x00\x00\x00\x0e\x00\x00\x00\x00\x01\x00\x01\x00\x00", 16);
+	cr_assert_not(unique(d, 3, "beaf11", why, sizeof(why)));
+	cr_assert_str_eq(why, "T10 vendor ID without the serial, NAA 3 (locally assigned), NAA 6 with company ID 0");
+	/* EUI-64 with company ID 0, vendor specific, MD5 */
+	desig(&d[0], 1, SCSI_DESIG_EUI64, "\x00\x00\x00\x33\x44\x55\x66\x77", 8);
+	desig(&d[1], 1, SCSI_DESIG_VENDOR, "\x01\x02", 2);
+	desig(&d[2], 1, SCSI_DESIG_MD5, "0123456789abcdef", 16);
+	cr_assert_not(unique(d, 3, "", why, sizeof(why)));
+	cr_assert_str_eq(why, "EUI-64 with company ID 0, designator type 0, designator type 7");
+	/* a T10 vendor ID and an empty serial; nothing at all */
+	desig(&d[0], 2, SCSI_DESIG_T10, "IET     00010001", 16);
+	cr_assert_not(unique(d, 1, "", why, sizeof(why)));
+	cr_assert_not(unique(d, 0, "", why, sizeof(why)));
+	cr_assert_str_eq(why, "no designator");
+	cr_assert_not(unique(d, 0, "", NULL, 0));
+}
