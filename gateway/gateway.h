@@ -194,6 +194,20 @@ void gw_rescan_stop(struct gw *g);
 /* Counters so far (zeros if not started). */
 void gw_rescan_get_stats(struct gw *g, struct gw_rescan_stats *out);
 
+/*
+ * A UNIT ATTENTION consumed by one of the gateway's own synchronous
+ * commands (rescan, probe, the identity check after a reconnect), sent to
+ * the LUN lun_field: handed to block I/O's UNIT ATTENTION path
+ * (blk_retry_note_ua) as if a block command had met it, so the block cache
+ * drops what may have changed.  The on_ua argument of lun.h's functions;
+ * arg is a struct gw_own_ua.
+ */
+struct gw_own_ua {
+	struct gw *g;
+	uint64_t lun_field;
+};
+void gw_own_ua(void *arg, const struct scsi_sense *sense);
+
 
 /*
  * Inodes: 1 the root, 2.. the LUN files, then the files that are not LUNs

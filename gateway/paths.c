@@ -160,7 +160,8 @@ static int check_path(void *arg, struct iscsi_session *s, int *alua, char *why, 
 		const struct gw_lun *l = &g->luns[i];
 		if (gw_lun_gone(l))
 			continue;
-		rc = iscsi_lun_probe(s, l->info.lun, buf, buflen, info);
+		struct gw_own_ua ua = {g, l->dev.lun_field}; /* a reconnect's power-on UNIT ATTENTION drops cached data */
+		rc = iscsi_lun_probe_ua(s, l->info.lun, buf, buflen, info, gw_own_ua, &ua);
 		char diff[160];
 		if (rc == -ENXIO || rc == -ENODEV || (!rc && info->inq.device_type != l->info.inq.device_type)) {
 			if (rc)

@@ -157,16 +157,10 @@ static void ua_hook(void *arg, uint64_t lun_field, unsigned events, const struct
 	prompt(r, events);
 }
 
-/* A UNIT ATTENTION consumed by one of our own synchronous commands, sent to the LUN lun_field. */
-struct own_ua_ctx {
-	struct gw_rescan *r;
-	uint64_t lun_field;
-};
-
-static void own_ua(void *arg, const struct scsi_sense *sense)
+void gw_own_ua(void *arg, const struct scsi_sense *sense)
 {
-	struct own_ua_ctx *o = arg;
-	blk_retry_note_ua(o->r->g->retry, o->lun_field, sense);
+	struct gw_own_ua *o = arg;
+	blk_retry_note_ua(o->g->retry, o->lun_field, sense);
 }
 
 /* ---- one round ---- */
@@ -253,7 +247,8 @@ struct add_ctx {
 static int add_probe(void *arg, uint16_t lun, struct iscsi_lun_info *out)
 {
 	struct add_ctx *c = arg;
-	return iscsi_lun_probe(gw_ctl(c->g), lun, c->buf, c->buflen, out);
+	struct gw_own_ua o = {c->g, scsi_lun_encode(lun)};
+	return iscsi_lun_probe_ua(gw_ctl(c->g), lun, c->buf, c->buflen, out, gw_own_ua, &o);
 }
 
 static int add_skipped(void *arg, uint16_t lun, const struct iscsi_lun_info *info, enum gw_lun_verdict v, int probe_err)
@@ -341,18 +336,18 @@ static void luns_round(struct gw_rescan *r, void *buf, size_t buflen)
 /* READ CAPACITY of one LUN, the (16) or (10) its probe settled on; sets *cap.  Returns 0 or a negative errno. */
 static int read_capacity(struct gw_rescan *r, struct gw_lun *l, void *buf, size_t buflen, struct scsi_capacity *cap)
 {
-	struct own_ua_ctx o = {r, l->dev.lun_field};
+	struct gw_own_ua o = {r->g, l->dev.lun_field};
 	return iscsi_lun_read_capacity(gw_ctl(r->g), l->info.lun_field,
 				       l->info.use16 ? ISCSI_READ_CAPACITY_16 : ISCSI_READ_CAPACITY_10, buf, buflen, cap,
-				       NULL, own_ua, &o);
+				       NULL, gw_own_ua, &o);
 }
 
 /* The WP bit of MODE SENSE: the file turns read-only (EROFS) or writable with the LUN. */
 static void wp_follow(struct gw_rescan *r, struct gw_lun *l, void *buf, size_t buflen)
 {
 	bool wp;
-	struct own_ua_ctx o = {r, l->dev.lun_field};
-	if (iscsi_lun_write_protect(gw_ctl(r->g), l->info.lun_field, buf, buflen, &wp, own_ua, &o) || wp == l->info.wp)
+	struct gw_own_ua o = {r->g, l->dev.lun_field};
+	if (iscsi_lun_write_protect(gw_ctl(r->g), l->info.lun_field, buf, buflen, &wp, gw_own_ua, &o) || wp == l->info.wp)
 		return;
 	l->info.wp = wp;
 	atomic_store_explicit(&l->ro, r->g->ro || wp, memory_order_relaxed);
@@ -425,10 +420,10 @@ static void space_round(struct gw_rescan *r, void *buf, size_t buflen)
 		int64_t at = atomic_load_explicit(&l->dealloc_at_ms, memory_order_acquire);
 		if (gw_lun_gone(l) || !thin(l) || (at && (int64_t)blk_now_ms() - at < GW_SPACE_REFRESH_MS))
 			continue;
-		struct own_ua_ctx o = {r, l->dev.lun_field};
+		struct gw_own_ua o = {r->g, l->dev.lun_field};
 		uint64_t d = 0;
 		int rc = iscsi_lun_deallocated(gw_ctl(g), l->info.lun_field, blk_dev_nblocks(&l->dev), buf, buflen,
-					       GW_SPACE_MAX_CMDS, &d, own_ua, &o);
+					       GW_SPACE_MAX_CMDS, &d, gw_own_ua, &o);
 		if (rc) { /* the last figure stays; with none, the LUN tells nothing: all free, as a thick one */
 			log_debug("%s: GET LBA STATUS for statfs failed: %s", l->name, strerror(-rc));
 			d = at ? atomic_load_explicit(&l->dealloc_blocks, memory_order_relaxed) : blk_dev_nblocks(&l->dev);

@@ -123,7 +123,13 @@ static void probe_vpd(struct iscsi_session *s, struct iscsi_lun_info *o, uint8_t
 	}
 }
 
-int iscsi_lun_probe(struct iscsi_session *s, uint16_t lun, void *vbuf, size_t buflen, struct iscsi_lun_info *o)
+int iscsi_lun_probe(struct iscsi_session *s, uint16_t lun, void *buf, size_t buflen, struct iscsi_lun_info *out)
+{
+	return iscsi_lun_probe_ua(s, lun, buf, buflen, out, NULL, NULL);
+}
+
+int iscsi_lun_probe_ua(struct iscsi_session *s, uint16_t lun, void *vbuf, size_t buflen, struct iscsi_lun_info *o,
+		       void (*on_ua)(void *arg, const struct scsi_sense *sense), void *arg)
 {
 	uint8_t cdb[SCSI_CDB_MAX], *buf = vbuf;
 	uint32_t got, len = buflen > 4096 ? 4096 : (uint32_t)buflen;
@@ -139,18 +145,18 @@ int iscsi_lun_probe(struct iscsi_session *s, uint16_t lun, void *vbuf, size_t bu
 	o->tpgs = o->inq.tpgs;
 	if (o->inq.qualifier != 0 || o->inq.device_type != 0)
 		return 0;
-	/* TEST UNIT READY consumes the power-on UNIT ATTENTION. */
-	if ((rc = run(s, o->lun_field, cdb, scsi_cdb_test_unit_ready(cdb), NULL, 0, NULL)))
+	/* TEST UNIT READY consumes the power-on UNIT ATTENTION (INQUIRY never reports one, SPC-4 §5.14): on_ua hears of it. */
+	if ((rc = run_ua(s, o->lun_field, cdb, scsi_cdb_test_unit_ready(cdb), NULL, 0, NULL, on_ua, arg)))
 		return rc;
 	probe_vpd(s, o, buf, len);
 
 	if ((rc = iscsi_lun_read_capacity(s, o->lun_field, ISCSI_READ_CAPACITY_AUTO, buf, len, &o->cap, &o->use16,
-					  NULL, NULL)))
+					  on_ua, arg)))
 		return rc;
 	if (o->cap.block_size < 512 || o->cap.block_size > 65536 || (o->cap.block_size & (o->cap.block_size - 1)))
 		return -EPROTO;
 
-	if (iscsi_lun_write_protect(s, o->lun_field, buf, buflen, &o->wp, NULL, NULL))
+	if (iscsi_lun_write_protect(s, o->lun_field, buf, buflen, &o->wp, on_ua, arg))
 		o->wp = false; /* no mode pages: assume writable, writes will say otherwise */
 	return 0;
 }

@@ -64,6 +64,15 @@ int iscsi_report_luns(struct iscsi_session *s, void *buf, size_t buflen, uint16_
 int iscsi_lun_probe(struct iscsi_session *s, uint16_t lun, void *buf, size_t buflen, struct iscsi_lun_info *out);
 
 /*
+ * iscsi_lun_probe, with every UNIT ATTENTION its commands meet (the
+ * power-on one a reconnect brings, a capacity change) handed to on_ua (may
+ * be NULL) before the command is retried, so that a probe that consumes it
+ * does not hide it from those who must act on it (the block cache).
+ */
+int iscsi_lun_probe_ua(struct iscsi_session *s, uint16_t lun, void *buf, size_t buflen, struct iscsi_lun_info *out,
+		       void (*on_ua)(void *arg, const struct scsi_sense *sense), void *arg);
+
+/*
  * The WP bit of the mode parameter header (SBC-4 §6.5.1): MODE SENSE(6),
  * or MODE SENSE(10) if that fails.  buf: scratch payload buffer of buflen
  * bytes (>= 512, else -EINVAL).  UNIT ATTENTIONs met on the way go to

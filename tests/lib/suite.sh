@@ -32,7 +32,7 @@
 #                             a sanitizer build, from any process the
 #                             script starts (a daemon whose stderr is
 #                             /dev/null included), with its stack trace,
-#                             to DIR/asan.PID and DIR/ubsan.PID;
+#                             to DIR/sanitizer/asan.PID and ubsan.PID (any user may write there);
 #                             suite_scratch calls it with $work
 #   sanitizer_check           once the processes started with these
 #                             options have exited (at most 20 s): "not ok"
@@ -121,9 +121,15 @@ _suite_exit() {
 _sanitizer_dir=''
 
 sanitizer_logs() {
-	_sanitizer_dir=$1
-	export ASAN_OPTIONS="${ASAN_OPTIONS:+$ASAN_OPTIONS:}log_path=$1/asan:print_stacktrace=1"
-	export UBSAN_OPTIONS="${UBSAN_OPTIONS:+$UBSAN_OPTIONS:}log_path=$1/ubsan:print_stacktrace=1"
+	# DIR/sanitizer, writable by every user (sticky, not listable) and DIR
+	# traversable: a daemon a suite runs as another user (e2e's user mount,
+	# cli's setpriv runs) must be able to write its report too
+	_sanitizer_dir=$1/sanitizer
+	mkdir -p "$_sanitizer_dir"
+	chmod 1733 "$_sanitizer_dir"
+	chmod o+x "$1"
+	export ASAN_OPTIONS="${ASAN_OPTIONS:+$ASAN_OPTIONS:}log_path=$_sanitizer_dir/asan:print_stacktrace=1"
+	export UBSAN_OPTIONS="${UBSAN_OPTIONS:+$UBSAN_OPTIONS:}log_path=$_sanitizer_dir/ubsan:print_stacktrace=1"
 	# UBSan beside ASan ignores its log_path unless tests/lib/ubsan_log.c is
 	# preloaded (meson's test set-up names it in a sanitizer build); ASan
 	# then must accept a library before its own

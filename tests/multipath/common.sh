@@ -248,7 +248,8 @@ for t, lat in pts:
         worst[k] = max(worst[k], lat)
 for (k, link, down, up), w in zip(flaps, worst):
     print("outage %s (link %s, %d ms): longest completion %.0f ms" % (k, link, int(up) - int(down), w))
-print("max %.0f" % (max(lat for _, lat in pts) if pts else 0))
+print("max %.0f" % (max(lat for _, lat in pts) if pts else -1))  # -1: no latency logged at all
+print("samples %d" % len(pts))
 PY
 }
 

@@ -134,9 +134,11 @@ check_eq "$passes fio passes across $outages outages ($mode): 0 I/O errors" "$io
 
 mapfile -t names <"$work/passes"
 mp_stalls "$work/outages" "${names[@]}" >"$work/stalls"
-sed 's/^outage/# outage/' "$work/stalls" | grep -v '^max'
+sed 's/^outage/# outage/' "$work/stalls" | grep -v '^max\|^samples'
 stall=$(awk '$1 == "max" { print $2 }' "$work/stalls")
 echo "# longest I/O stall ($mode, outages of $down_s s): $stall ms"
+check "fio logged completion latencies to judge the stalls by ($(awk '$1 == "samples" { print $2 }' "$work/stalls") samples)" \
+	test "$(awk '$1 == "samples" { print $2 }' "$work/stalls")" -gt 0
 # the daemon's own account, at the default log level: one line per path going down, one per path back
 sed 's/^/# daemon: /' "$work/daemon.log"
 

@@ -145,7 +145,7 @@ two)
 	tgtd_on "$work/a.img" 64M "$MP_A:3260" "$MP_B:3260" -- "$A_PARAMS"
 	a_pid=$tpid
 	mounted -o "portal=$MP_B:3260,login_timeout=5,replacement_timeout=30"
-	mp_check "both paths up within 20 s (paths_up 2)" mp_wait_stat paths_up 2 20
+	check "both paths up within 20 s (paths_up 2)" mp_wait_stat paths_up 2 20
 	kill_tgtd "$a_pid"
 	# held by the multipath layer until a path is usable again
 	dd if="$work/p2" of="$work/mnt/lun1" bs=1M seek=4 oflag=direct conv=notrunc status=none 2>"$work/held.err" &
@@ -159,8 +159,8 @@ two)
 	worker=''
 	check_eq "the held write succeeded ($(tr '\n' ' ' <"$work/held.err"))" "$rc" 0
 	check_eq "... in a.img" "$(dd if="$work/a.img" bs=1M skip=4 count=1 status=none | md5sum)" "$(md5sum <"$work/p2")"
-	mp_check "path A refused within 20 s (paths_refused 1)" mp_wait_stat paths_refused 1 20
-	mp_check "the daemon logged 'path $MP_A:3260 refused: ...'" grep -q "path $MP_A:3260 refused: " "$work/daemon.log"
+	check "path A refused within 20 s (paths_refused 1)" mp_wait_stat paths_refused 1 20
+	check "the daemon logged 'path $MP_A:3260 refused: ...'" grep -q "path $MP_A:3260 refused: " "$work/daemon.log"
 	grep "refused: " "$work/daemon.log" | sed 's/^/# daemon: /' || true
 	check "1 MiB written at 1 MiB" dd if="$work/p1" of="$work/mnt/lun1" bs=1M seek=1 oflag=direct conv=notrunc status=none
 	check_eq "a.img holds it" "$(dd if="$work/a.img" bs=1M skip=1 count=1 status=none | md5sum)" "$p1"
@@ -173,9 +173,9 @@ unlisted)
 	tgtd_on "$work/b.img" 64M "$MP_B:3260"
 	pass "two tgtd processes, default identity: a.img on link A, b.img on link B"
 	mounted -o "portal=$MP_B:3260,login_timeout=5"
-	mp_check "B refused within 20 s (paths_refused 1)" mp_wait_stat paths_refused 1 20
-	mp_check_eq ".stats: paths 1" "$(mp_stat paths)" 1
-	mp_check "the line says why and names the option" \
+	check "B refused within 20 s (paths_refused 1)" mp_wait_stat paths_refused 1 20
+	check_eq ".stats: paths 1" "$(mp_stat paths)" 1
+	check "the line says why and names the option" \
 		grep -q "path $MP_B:3260 refused: SendTargets on $MP_A:3260 does not list it.*accept_unlisted_portals" \
 		"$work/daemon.log"
 	grep "refused: " "$work/daemon.log" | sed 's/^/# daemon: /' || true
@@ -185,7 +185,7 @@ unlisted)
 	unmount_check
 	: >"$work/daemon.log"
 	mounted -o "portal=$MP_B:3260,accept_unlisted_portals,login_timeout=5"
-	mp_check "with accept_unlisted_portals B is used (paths 2 within 20 s)" mp_wait_stat paths 2 20
+	check "with accept_unlisted_portals B is used (paths 2 within 20 s)" mp_wait_stat paths 2 20
 	;;
 *)
 	echo "usage: $0 ISERFUSE one|off|two|unlisted" >&2
