@@ -3,8 +3,8 @@
  * iserfuse [options] URL MOUNTPOINT
  *
  * Order of work, so that every failure comes before anything is mounted:
- * parse options and URL (fuse_opt, fuse_session_new validates the FUSE
- * options), fork unless -f (the parent waits for the child's "mounted"),
+ * parse options and URL (fuse_opt; settings.c tries each FUSE option on
+ * libfuse), fork unless -f (the parent waits for the child's "mounted"),
  * connect and log in, probe the LUNs, create the pool, mount, wait until
  * the kernel completed FUSE INIT (live_watch), report success, detach,
  * serve.  On unmount or SIGTERM/SIGINT/SIGHUP: leave the
@@ -294,9 +294,9 @@ static int mount_check(struct mount *m)
 }
 
 /*
- * The gateway's settings, the pool's plan and the FUSE session (which
- * validates the FUSE options: unknown ones fail here, before anything
- * else).  Returns 0 or -1.
+ * The gateway's settings, the pool's plan and the FUSE session (the FUSE
+ * options were each tried on libfuse by gw_settings_parse and
+ * gw_settings_load).  Returns 0 or -1.
  */
 static int mount_fuse_session(struct mount *m)
 {
