@@ -191,6 +191,10 @@ out:
 static int for_fuse(const char *arg)
 {
 	char why[512];
+	if (opt_origin && arg[0] == '-') { /* -f, -d ...: the command line's, not an options = item */
+		opt_error("unknown option '%s'", arg);
+		return -1;
+	}
 	if (!fuse_takes(arg, why, sizeof(why)))
 		return 1;
 	if (strstr(why, "unknown option"))

@@ -279,7 +279,7 @@ Test(settings, file_errors_name_file_and_line, .init = cr_redirect_stderr, .fini
 		"options = ro\n[lab]\nurl = iscsi://h/iqn.2026-11.org.example:x\noptions = config=/x\n",
 		"[lab]\nurl = iscsi://h/iqn.2026-11.org.example:x\noptions = multipath=off,sessions=2\n",
 		"\n\noptions = ro,,frobnicate\n[lab]\nurl = iscsi://h/iqn.2026-11.org.example:x\n",
-		"options = ro\n[lab]\nurl = iscsi://h/iqn.2026-11.org.example:x\noptions = -x\n",
+		"options = ro\n[lab]\nurl = iscsi://h/iqn.2026-11.org.example:x\noptions = -f\n",
 		"options = header_digest=crc32c\n[lab]\n\noptions = data_digest=md5\nurl = iscsi://h/iqn.2026-11.org.example:x\n",
 	};
 	static const char *const want[] = {
@@ -292,7 +292,7 @@ Test(settings, file_errors_name_file_and_line, .init = cr_redirect_stderr, .fini
 		":4: config=, --list, --help and --version belong on the command line",
 		":3: bad option 'multipath=off': sessions=2 needs multipath=on",
 		":3: unknown option 'frobnicate'",
-		":4: unknown option '-x'",
+		":4: unknown option '-f'",
 		"",
 	};
 	char expected[4096] = "";
