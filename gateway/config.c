@@ -89,6 +89,8 @@ static int set_once(struct parse_state *p, char **field, int *line, const char *
 {
 	if (*field)
 		return fail(p, "key '%s' given twice in %s", key, section[0] ? section : "the global part");
+	if (!*value && (!strcmp(key, "secret_file") || !strcmp(key, "mountpoint")))
+		return fail(p, "key '%s' is empty: a path expected%s", key, "");
 	*line = p->line;
 	*field = strdup(value);
 	if (!*field)

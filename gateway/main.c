@@ -3,8 +3,8 @@
  * iserfuse [options] URL MOUNTPOINT
  *
  * Order of work, so that every failure comes before anything is mounted:
- * parse options and URL (fuse_opt, fuse_session_new validates the FUSE
- * options), fork unless -f (the parent waits for the child's "mounted"),
+ * parse options and URL (fuse_opt; settings.c tries each FUSE option on
+ * libfuse), fork unless -f (the parent waits for the child's "mounted"),
  * connect and log in, probe the LUNs, create the pool, mount, wait until
  * the kernel completed FUSE INIT (live_watch), report success, detach,
  * serve.  On unmount or SIGTERM/SIGINT/SIGHUP: leave the
@@ -87,7 +87,7 @@ static int open_luns_skipped(void *arg, uint16_t lun, const struct iscsi_lun_inf
 	switch (v) {
 	case GW_LUN_PROBE_FAILED:
 		if (fatal) {
-			snprintf(c->err, c->err_cap, "LUN %u: %s", lun, strerror(-probe_err));
+			snprintf(c->err, c->err_cap, "lun%u: %s", lun, strerror(-probe_err));
 			return probe_err;
 		}
 		log_warn("lun%u: probe failed (%s), skipped", lun, strerror(-probe_err));
@@ -95,9 +95,9 @@ static int open_luns_skipped(void *arg, uint16_t lun, const struct iscsi_lun_inf
 	case GW_LUN_NO_SUCH_LUN:
 	case GW_LUN_NOT_DISK:
 		if (fatal && v == GW_LUN_NO_SUCH_LUN)
-			snprintf(c->err, c->err_cap, "LUN %u does not exist on %s", lun, c->url->target);
+			snprintf(c->err, c->err_cap, "lun%u does not exist on %s", lun, c->url->target);
 		else if (fatal)
-			snprintf(c->err, c->err_cap, "LUN %u is not a disk (peripheral device type 0x%02x)", lun,
+			snprintf(c->err, c->err_cap, "lun%u is not a disk (peripheral device type 0x%02x)", lun,
 				 info->inq.device_type);
 		else
 			log_info("lun%u: peripheral device type 0x%02x, not a disk: skipped", lun, info->inq.device_type);
@@ -110,7 +110,7 @@ static int open_luns_skipped(void *arg, uint16_t lun, const struct iscsi_lun_inf
 	case GW_LUN_ZERO_SIZE:
 	case GW_LUN_TOO_LARGE:
 		/* The size in bytes would not fit off_t (or would wrap). */
-		snprintf(c->err, c->err_cap, "LUN %u: capacity of %llu blocks of %u bytes is too large", lun,
+		snprintf(c->err, c->err_cap, "lun%u: capacity of %llu blocks of %u bytes is too large", lun,
 			 (unsigned long long)info->cap.nblocks, info->cap.block_size);
 		if (!fatal) {
 			log_warn("%s, skipped", c->err);
@@ -164,7 +164,7 @@ static int open_luns(struct gw *g, const struct iscsi_url *url, char *err, size_
 		struct gw_lun *l = gw_lun_add(g, &infos[i]);
 		if (!l) {
 			rc = -ENOMEM;
-			snprintf(err, err_cap, "LUN %u: %s", infos[i].lun, strerror(-rc));
+			snprintf(err, err_cap, "lun%u: %s", infos[i].lun, strerror(-rc));
 			goto out;
 		}
 		log_info("%s: %s %s, %llu blocks of %u bytes%s", l->name, infos[i].inq.vendor, infos[i].inq.product,
@@ -294,9 +294,9 @@ static int mount_check(struct mount *m)
 }
 
 /*
- * The gateway's settings, the pool's plan and the FUSE session (which
- * validates the FUSE options: unknown ones fail here, before anything
- * else).  Returns 0 or -1.
+ * The gateway's settings, the pool's plan and the FUSE session (the FUSE
+ * options were each tried on libfuse by gw_settings_parse and
+ * gw_settings_load).  Returns 0 or -1.
  */
 static int mount_fuse_session(struct mount *m)
 {

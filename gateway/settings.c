@@ -149,6 +149,61 @@ out:
 		close(saved);
 }
 
+/*
+ * Whether libfuse takes one option it is to be given (item: "-o" item, or
+ * a dash option such as "-f"): fuse_parse_cmdline's (clone_fd,
+ * max_idle_threads, -f, ...) or a FUSE session's (allow_other,
+ * max_read=, ...).  0 if it does, else -1 with libfuse's reason in why
+ * (cap bytes), so that the caller can say it in its own words.
+ */
+static int fuse_takes(const char *item, char *why, size_t cap)
+{
+	static const struct fuse_lowlevel_ops no_ops;
+	struct fuse_args t = FUSE_ARGS_INIT(0, NULL);
+	struct fuse_cmdline_opts cmd = {0};
+	int rc = -1;
+	snprintf(why, cap, "out of memory");
+	if (fuse_opt_add_arg(&t, "iserfuse") || (item[0] != '-' && fuse_opt_add_arg(&t, "-o")) ||
+	    fuse_opt_add_arg(&t, item))
+		goto out;
+	gw_fuselog_capture(why, cap);
+	struct fuse_session *se = NULL;
+	if (fuse_parse_cmdline(&t, &cmd) == 0)
+		se = fuse_session_new(&t, &no_ops, sizeof(no_ops), NULL);
+	gw_fuselog_capture(NULL, 0);
+	free(cmd.mountpoint);
+	if (se) {
+		fuse_session_destroy(se);
+		rc = 0;
+	} else if (!why[0]) {
+		snprintf(why, cap, "libfuse refuses it");
+	}
+out:
+	fuse_opt_free_args(&t);
+	return rc;
+}
+
+/*
+ * An option neither the table nor the fixed words know, for libfuse: 1
+ * (keep it for libfuse) if libfuse takes it, else -1 after one line
+ * saying what is wrong with it.
+ */
+static int for_fuse(const char *arg)
+{
+	char why[512];
+	if (opt_origin && arg[0] == '-') { /* -f, -d ...: the command line's, not an options = item */
+		opt_error("unknown option '%s'", arg);
+		return -1;
+	}
+	if (!fuse_takes(arg, why, sizeof(why)))
+		return 1;
+	if (strstr(why, "unknown option"))
+		opt_error("unknown option '%s'", arg);
+	else
+		opt_error("bad option '%s': %s", arg, !strncmp(why, "fuse: ", 6) ? why + 6 : why);
+	return -1;
+}
+
 static int opt_proc(void *data, const char *arg, int key, struct fuse_args *outargs)
 {
 	struct gw_settings *o = data;
@@ -157,6 +212,8 @@ static int opt_proc(void *data, const char *arg, int key, struct fuse_args *outa
 	case FUSE_OPT_KEY_OPT:
 		if (!strncmp(arg, "x-", 2) || !strncmp(arg, "comment=", 8))
 			return 0; /* fstab annotations (x-systemd.*, ...) */
+		if (!*arg)
+			return 0; /* an empty item ("ro,,umask=022", "options ="): skipped, as mount(8) does */
 		int i = gw_opt_find(arg);
 		if (i >= 0 && gw_opts[i].kind != GW_OPT_FLAG && !strchr(arg, '=')) {
 			opt_error("option '%s' needs a value: -o %s=%s", arg, arg, gw_opts[i].arg);
@@ -166,7 +223,7 @@ static int opt_proc(void *data, const char *arg, int key, struct fuse_args *outa
 			opt_error("option '%s' takes no value: -o %s", arg, gw_opts[i].key);
 			return -1;
 		}
-		return 1;
+		return for_fuse(arg);
 	case KEY_IGNORE:
 		return 0;
 	case FUSE_OPT_KEY_NONOPT:
@@ -248,34 +305,6 @@ void gw_settings_free(struct gw_settings *o)
 }
 
 /*
- * The options libfuse is to take (args, argv[0] first): 0 if a FUSE
- * session takes them, else -1 with libfuse's reason in why (cap bytes),
- * so that the caller can say where they came from.
- */
-static int fuse_takes(const struct fuse_args *args, char *why, size_t cap)
-{
-	static const struct fuse_lowlevel_ops no_ops;
-	struct fuse_args t = FUSE_ARGS_INIT(0, NULL);
-	int rc = -1;
-	snprintf(why, cap, "out of memory");
-	for (int i = 0; i < args->argc; i++)
-		if (fuse_opt_add_arg(&t, args->argv[i]))
-			goto out;
-	gw_fuselog_capture(why, cap);
-	struct fuse_session *se = fuse_session_new(&t, &no_ops, sizeof(no_ops), NULL);
-	gw_fuselog_capture(NULL, 0);
-	if (se) {
-		fuse_session_destroy(se);
-		rc = 0;
-	} else if (!why[0]) {
-		snprintf(why, cap, "libfuse refuses the options");
-	}
-out:
-	fuse_opt_free_args(&t);
-	return rc;
-}
-
-/*
  * One options = line of the configuration file (line `line`) parsed into
  * c; the FUSE options it holds are appended to fuse_out.  Returns 0, or -1
  * after printing one line naming the file and the line.
@@ -294,11 +323,6 @@ static int parse_file_options(struct gw_settings *c, const char *path, int line,
 		goto out; /* opt_proc said why */
 	if (c->given[GW_OPT_CONFIG] || c->list || c->show_help || c->show_version) {
 		opt_error("config=, --list, --help and --version belong on the command line");
-		goto out;
-	}
-	char why[512];
-	if (ca.argc > 1 && fuse_takes(&ca, why, sizeof(why))) { /* an unknown option: libfuse would say it without the line */
-		opt_error("%s", why);
 		goto out;
 	}
 	for (int i = 1; i < ca.argc; i++) /* allow_other, ro, ...: for libfuse */

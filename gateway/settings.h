@@ -66,8 +66,10 @@ const char *gw_settings_where(const struct gw_settings *o, int id, char *buf, si
 /*
  * Parse the command line in args into o (zeroed by the caller): the table's
  * -o options, the fixed words (fstab's, rw, -h, -V, --list) and the URL;
- * the FUSE options and the mount point stay in args for libfuse.  A
- * numeric option out of its range fails here.  Returns 0, or -1 after
+ * the FUSE options and the mount point stay in args for libfuse.  Empty
+ * -o items are skipped (as mount(8) does).  A numeric option out of its
+ * range fails here, and so does an option libfuse does not take either
+ * ("unknown option 'X'").  Returns 0, or -1 after
  * printing one line.
  */
 int gw_settings_parse(struct gw_settings *o, struct fuse_args *args);

@@ -84,6 +84,16 @@ Test(config, duplicate_key, .fini = drop_conf)
 	expect_error("[lab]\nurl = iscsi://h/t\nurl = iscsi://h/u\n", "3: key 'url' given twice in lab");
 }
 
+Test(config, empty_path, .fini = drop_conf)
+{
+	expect_error("[lab]\nurl = iscsi://h/t\nsecret_file =\n", "3: key 'secret_file' is empty: a path expected");
+}
+
+Test(config, empty_mountpoint, .fini = drop_conf)
+{
+	expect_error("[lab]\nurl = iscsi://h/t\n\nmountpoint = \n", "4: key 'mountpoint' is empty: a path expected");
+}
+
 Test(config, duplicate_section, .fini = drop_conf)
 {
 	expect_error("[lab]\nurl = iscsi://h/t\n[lab]\n", "3: section [lab] appears twice");

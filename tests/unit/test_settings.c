@@ -154,6 +154,7 @@ Test(settings, bad_values_one_line_each, .init = cr_redirect_stderr, .fini = dro
 		"path_selector=fastest", "sessions=0",	       "sessions=9", "multipath=off,portal=203.0.113.1",
 		"sessions",		 "cmd_timeout",	       "ro=1",	  "secret_file=",
 		"log_file=",		 "discover_portals=yes", "multipath=off,discover_portals=on",
+		"bogus=1",		 "ro,,bogus=1",
 	};
 	struct gw_settings o;
 	write_conf("");
@@ -176,7 +177,43 @@ Test(settings, bad_values_one_line_each, .init = cr_redirect_stderr, .fini = dro
 				"iserfuse: bad option 'secret_file=': the path is empty\n"
 				"iserfuse: bad option 'log_file=': the path is empty\n"
 				"iserfuse: bad option 'discover_portals=yes': on or off expected\n"
-				"iserfuse: bad option 'multipath=off': discover_portals=on needs multipath=on\n");
+				"iserfuse: bad option 'multipath=off': discover_portals=on needs multipath=on\n"
+				"iserfuse: unknown option 'bogus=1'\n"
+				"iserfuse: unknown option 'bogus=1'\n");
+}
+
+/* Empty items (",,", an empty options =) are skipped, as mount(8) does: libfuse never sees them. */
+Test(settings, empty_items_skipped, .init = cr_redirect_stderr, .fini = drop_conf)
+{
+	static const char *const files[] = {"options =\n", "options = ro,,umask=022,\n", "options = ,\n"};
+	for (size_t i = 0; i < sizeof(files) / sizeof(files[0]); i++) {
+		write_conf(files[i]);
+		char cfg[96];
+		snprintf(cfg, sizeof(cfg), "config=%s", conf);
+		char *argv[] = {"iserfuse", "-o", cfg, "-o", ",ro,,queue_depth=5,", URL, "/mnt"};
+		struct fuse_args args = FUSE_ARGS_INIT(7, argv);
+		struct gw_config c = {0};
+		struct gw_settings o = {0};
+		cr_assert_eq(gw_settings_parse(&o, &args), 0, "file %zu", i);
+		cr_assert_eq(gw_settings_load(&o, &args, &c), 0, "file %zu", i);
+		cr_expect_eq(gw_settings_num(&o, GW_OPT_QUEUE_DEPTH), 5);
+		cr_expect(gw_settings_ro(&o));
+		/* what main does next: libfuse takes every option that is left */
+		struct fuse_cmdline_opts cmd = {0};
+		cr_assert_eq(fuse_parse_cmdline(&args, &cmd), 0);
+		static const struct fuse_lowlevel_ops ops;
+		struct fuse_session *se = fuse_session_new(&args, &ops, sizeof(ops), NULL);
+		cr_expect_not_null(se, "file %zu: libfuse refused the options left", i);
+		if (se)
+			fuse_session_destroy(se);
+		free(cmd.mountpoint);
+		gw_config_free(&c);
+		gw_settings_free(&o);
+		fuse_opt_free_args(&args);
+		drop_conf();
+	}
+	fflush(stderr);
+	cr_expect_stderr_eq_str("");
 }
 
 Test(settings, multipath_off, .init = cr_redirect_stderr, .fini = drop_conf)
@@ -241,6 +278,8 @@ Test(settings, file_errors_name_file_and_line, .init = cr_redirect_stderr, .fini
 		"\n\ninitiator_name = not an iqn\n[lab]\nurl = iscsi://h/iqn.2026-11.org.example:x\n",
 		"options = ro\n[lab]\nurl = iscsi://h/iqn.2026-11.org.example:x\noptions = config=/x\n",
 		"[lab]\nurl = iscsi://h/iqn.2026-11.org.example:x\noptions = multipath=off,sessions=2\n",
+		"\n\noptions = ro,,frobnicate\n[lab]\nurl = iscsi://h/iqn.2026-11.org.example:x\n",
+		"options = ro\n[lab]\nurl = iscsi://h/iqn.2026-11.org.example:x\noptions = -f\n",
 		"options = header_digest=crc32c\n[lab]\n\noptions = data_digest=md5\nurl = iscsi://h/iqn.2026-11.org.example:x\n",
 	};
 	static const char *const want[] = {
@@ -252,6 +291,8 @@ Test(settings, file_errors_name_file_and_line, .init = cr_redirect_stderr, .fini
 		":3: bad option 'initiator_name=not an iqn': only letters, digits, '-', '.' and ':' are allowed (RFC 7143 §4.2.7)",
 		":4: config=, --list, --help and --version belong on the command line",
 		":3: bad option 'multipath=off': sessions=2 needs multipath=on",
+		":3: unknown option 'frobnicate'",
+		":4: unknown option '-f'",
 		"",
 	};
 	char expected[4096] = "";
