@@ -20,8 +20,14 @@
 
 /* The first stop signal ends this session's FUSE loop. */
 static struct fuse_session *stop_session;
-/* Stopping: how long a lost connection may still be recovered before I/O fails (iscsi_session_stopping). */
+/*
+ * Stopping: how long commands in flight, a lost connection's recovery, the
+ * write-back and SYNCHRONIZE CACHE may take in all; past it what is still
+ * unanswered fails (iscsi_session_stopping).
+ */
 #define STOP_GRACE_MS 5000
+/* The waits of the sequence end this long after the grace: the sessions fail what is left at its end. */
+#define STOP_SLACK_MS 1000
 static volatile sig_atomic_t stop_signals;
 
 static void stop_signal(int sig)
@@ -114,8 +120,8 @@ static bool log_discarded(struct gw_lun *l, int err)
 	uint64_t bytes = l->cdev ? bcache_dev_dirty(l->cdev, &r, &n) : 0;
 	if (!bytes)
 		return false;
-	if (err == -ETIMEDOUT || err == -ENOTCONN) /* no status: held until the grace ended, or failing fast by then */
-		log_err("%s: %llu bytes of acknowledged write-back data discarded: the target was not reachable before "
+	if (err == -ETIMEDOUT || err == -ENOTCONN) /* no status: unanswered when the grace ended, or refused after */
+		log_err("%s: %llu bytes of acknowledged write-back data discarded: the target did not answer before "
 			"the stop grace (%d s) ended", l->name, (unsigned long long)bytes, STOP_GRACE_MS / 1000);
 	else
 		log_err("%s: %llu bytes of acknowledged write-back data discarded: the write-back failed at the stop: %s",
@@ -128,12 +134,21 @@ static bool log_discarded(struct gw_lun *l, int err)
 	return true;
 }
 
+/* Milliseconds from now to the CLOCK_MONOTONIC ms `at`, 0 once passed. */
+static int ms_until(int64_t at)
+{
+	int64_t left = at - clk_now_ms();
+	return left > 0 ? (int)left : 0;
+}
+
 /*
  * SYNCHRONIZE CACHE on every LUN written (after the write-back of what
- * the block cache holds), up to 30 s each.  Returns the number of LUNs
- * whose write-back or SYNCHRONIZE CACHE failed or went unanswered.
+ * the block cache holds), all by end (CLOCK_MONOTONIC ms: the stop grace's
+ * end, plus the slack; the sessions fail what is unanswered then and
+ * refuse new commands).  Returns the number of LUNs whose write-back or
+ * SYNCHRONIZE CACHE failed or went unanswered.
  */
-static int sync_all(struct gw *g, struct gw_sync_batch *b)
+static int sync_all(struct gw *g, struct gw_sync_batch *b, int64_t end)
 {
 	int failed = 0;
 	for (size_t i = 0; i < b->n; i++) {
@@ -141,12 +156,13 @@ static int sync_all(struct gw *g, struct gw_sync_batch *b)
 		/* a LUN write-protected since it was written is synced too (blk_sync sends nothing for one never written) */
 		if (g->ro || gw_lun_gone(l) || gw_lun_sync(l, sync_all_done, &b->one[i]))
 			continue;
-		struct timespec deadline = clk_deadline_ms(30000);
+		struct timespec deadline = clk_deadline_ms(ms_until(end));
 		int r = sync_wait(&b->one[i], &deadline);
 		if (r < 0 && !log_discarded(l, r))
 			log_err("%s: SYNCHRONIZE CACHE failed: %s", l->name, strerror(-r));
 		else if (r == 0)
-			log_err("%s: no answer to SYNCHRONIZE CACHE within 30 s", l->name);
+			log_err("%s: no answer to the write-back or SYNCHRONIZE CACHE before the stop grace (%d s) ended",
+				l->name, STOP_GRACE_MS / 1000);
 		failed += r <= 0;
 	}
 	return failed;
@@ -177,13 +193,16 @@ int gw_stop(struct gw *g, struct fuse_session *se, struct gw_sync_batch **batch)
 	sd_notify(0, "STOPPING=1");
 	stop_signals = stop_signals ? stop_signals : 1; /* from now on the next stop signal ends the daemon */
 	/*
-	 * A session being recovered gets a few seconds more, not the whole
-	 * replacement_timeout, and the control commands of the background
-	 * threads (a new path's identity probe, ALUA states, a rescan) fail
-	 * now, or once their connection is dropped a second later if the
-	 * target was sent one and does not answer: before those threads are
-	 * joined.
+	 * Everything below ends within the stop grace: a session being
+	 * recovered gets that long, not the whole replacement_timeout; the
+	 * control commands of the background threads (a new path's identity
+	 * probe, ALUA states, a rescan) fail now, or once their connection is
+	 * dropped a second later if the target was sent one and does not
+	 * answer, before those threads are joined; the commands still
+	 * unanswered when it ends fail and their connection is dropped, and
+	 * later ones (write-back, SYNCHRONIZE CACHE) are refused.
 	 */
+	int64_t end = clk_now_ms() + STOP_GRACE_MS + STOP_SLACK_MS;
 	gw_sess_stopping(g, STOP_GRACE_MS);
 	gw_paths_stop(g); /* no new paths from now on */
 	gw_rescan_stop(g);
@@ -191,9 +210,9 @@ int gw_stop(struct gw *g, struct fuse_session *se, struct gw_sync_batch **batch)
 	 * Drain while still mounted, so that the requests in flight get their
 	 * replies instead of being aborted by the unmount; new ones wait.
 	 */
-	if (blk_retry_drain(g->retry, (int)g->retry_budget_ms + 5000)) /* commands waiting to be retried */
+	if (blk_retry_drain(g->retry, ms_until(end))) /* commands waiting to be retried */
 		log_err("retries still pending at shutdown");
-	gw_sess_drain(g, 30000); /* replies still in flight after the last FUSE request, callbacks returned */
+	gw_sess_drain(g, ms_until(end)); /* replies still in flight after the last FUSE request, callbacks returned */
 	/*
 	 * A reply later than that (a drain that timed out) finds the channel
 	 * closed: libfuse keeps quiet about it for an exited session instead
@@ -204,7 +223,7 @@ int gw_stop(struct gw *g, struct fuse_session *se, struct gw_sync_batch **batch)
 	*batch = sync_batch_new(gw_nluns(g));
 	int unsynced = 0;
 	if (*batch)
-		unsynced = sync_all(g, *batch);
+		unsynced = sync_all(g, *batch, end);
 	log_counters(g);
 	return unsynced;
 }
@@ -218,7 +237,7 @@ void gw_stop_close(struct gw *g, struct iser_ctx *iser, struct gw_sync_batch *ba
 	struct blk_retry *rq = g->retry;
 	atomic_store_explicit(&g->retry, NULL, memory_order_release); /* async_sense may still run */
 	blk_retry_destroy(rq); /* fires what is parked, while the session still exists */
-	gw_sess_close(g, 10000);
+	gw_sess_close(g, STOP_SLACK_MS); /* what is still out was failed when the stop grace ended */
 	gw_cache_teardown(g);
 	iser_ctx_destroy(iser); /* after the session: its connections used the registration */
 	if (batch) {

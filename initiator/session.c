@@ -140,10 +140,11 @@ fail_t:
 	return rc;
 }
 
-/* New commands are refused: closing, shut down, logging out, or down past replacement_timeout_ms. */
+/* New commands are refused: closing, shut down, logging out, down past replacement_timeout_ms, or the stop grace over. */
 static bool refusing(const struct iscsi_session *s)
 {
-	return s->closing || s->state == SS_CLOSED || s->fail_fast || (s->logout_want && !s->logout_relogin);
+	return s->closing || s->state == SS_CLOSED || s->fail_fast || (s->logout_want && !s->logout_relogin) ||
+	       sess_grace_over(s, clk_now_ms());
 }
 
 /*
@@ -356,10 +357,11 @@ void iscsi_session_close(struct iscsi_session *s, int timeout_ms)
 	if (s->state == SS_UP) {
 		s->logout_want = true;
 		s->t->ops->kick(s->t);
-		dl = clk_deadline_ms(3000);
+		int wait_ms = s->stop_by_ms ? STOP_LOGOUT_MS : LOGOUT_RSP_MS; /* stopping: the stop grace is spent */
+		dl = clk_deadline_ms(wait_ms);
 		while (s->state == SS_UP && !s->logout_done)
 			if (pthread_cond_timedwait(&s->state_cv, &s->lock, &dl) == ETIMEDOUT) {
-				log_warn("no Logout Response from the target within 3 s");
+				log_warn("no Logout Response from the target within %d ms", wait_ms);
 				break;
 			}
 	}

@@ -48,6 +48,9 @@
  * way to take a command back from the target) and it fails.
  */
 #define STOP_ANSWER_MS 1000
+/* At the close after a stop: how long the Logout Response is waited for (else LOGOUT_RSP_MS). */
+#define STOP_LOGOUT_MS 1000
+#define LOGOUT_RSP_MS 3000
 
 /*
  * ITT layout (RFC 7143 §11.1.2.2: the initiator's own choice): generation
@@ -141,6 +144,7 @@ struct iscsi_session {
 	int cancel_fd;              /* set at open; fired with closing: ends the recovery thread's connect or login (cancel.h) */
 	int64_t stop_by_ms;         /* iscsi_session_stopping: the replacement deadline is no later (0: none) */
 	int64_t sync_stop_ms;       /* iscsi_session_stopping was called then: synchronous commands fail (0: not yet) */
+	bool grace_dropped;         /* the recovery thread dropped the connection at stop_by_ms (sess_grace_over) */
 	bool answered;              /* the target answered a command on this connection (reset at each reinstatement) */
 	int64_t attempt_deadline_ms; /* the recovery thread's connect and login end by then (0: none running) */
 	bool fail_fast;             /* down for longer than replacement_timeout_ms */
@@ -242,6 +246,16 @@ struct completion {
 	void *arg;
 	struct iscsi_cmd_result res;
 };
+
+/*
+ * The stop grace ended (iscsi_session_stopping): commands still pending
+ * fail and new ones are refused, whatever the connection's state.  Lock
+ * held.
+ */
+static inline bool sess_grace_over(const struct iscsi_session *s, int64_t now)
+{
+	return s->stop_by_ms && now >= s->stop_by_ms;
+}
 
 /* ---- session.c ---- */
 

@@ -194,9 +194,10 @@ int sess_hook_tick(void *arg, int64_t now)
 	rc = tick_stop(s, now);
 	if (!rc)
 		rc = tick_replaced(s, now);
-	if (!rc && s->tmf_sent)
+	/* stopping: no ABORT TASK or LU RESET any more, the end of the stop grace drops the connection (wait_up) */
+	if (!rc && s->tmf_sent && !s->stop_by_ms)
 		rc = tick_tmf(s, now, &kick);
-	else if (!rc && !s->tmf_want && s->cfg.cmd_timeout_ms > 0)
+	else if (!rc && !s->tmf_want && !s->tmf_sent && s->cfg.cmd_timeout_ms > 0 && !s->stop_by_ms)
 		rc = tick_cmd_timeout(s, now, &kick);
 	if (!rc)
 		rc = tick_relogin(s, now, &kick);

@@ -155,6 +155,9 @@ TRIGGER = {
     # its re-issue meets the same announcement again.
     "reconnect_churn_drop": "read",         # AsyncEvent 2: the target will drop the connection
     "reconnect_churn_logout": "read",       # AsyncEvent 1: the target asks for a logout within 2 s
+    # A target that freezes (as under SIGSTOP) when the first READ arrives: nothing is answered any
+    # more, NOP-Outs and later logins included, and every connection is kept open.  Stop meanwhile.
+    "frozen_after_read": "read",
 }
 
 # silent_*: (when, opcodes) -- the SCSI commands (opcodes; None: every one) left
@@ -965,8 +968,18 @@ class Conn:
                 burst += bytes(self.r2t_pdu(w, (i * 512) % w["edtl"], 512))
             self.s.sendall(burst)
 
+    def swallow(self):
+        """Read and drop whatever the initiator sends until it closes the connection (a frozen target)."""
+        while self.s.recv(65536):
+            pass
+        raise Closed()
+
     def misbehave_read(self, itt, lun, edtl, payload):
         m = self.mis
+        if m == "frozen_after_read":
+            STATE["frozen"] = True
+            log("READ ITT 0x%08x: frozen from now on, nothing answered" % itt)
+            self.swallow()
         n = len(payload)
         half = payload[:n // 2]
         if m == "data_in_wrong_itt":
@@ -1245,6 +1258,15 @@ def main():
         log("connection on port %d" % sock.getsockname()[1])
         sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
         c = Conn(sock, disk, misbehave, args.event, tpg=1 if ready[0] is ls else 2)
+        if STATE.get("frozen"):  # frozen_after_read: the login is not answered either
+            log("frozen: not answering the login")
+            try:
+                c.swallow()
+            except (Closed, OSError):
+                pass
+            sock.close()
+            log("connection closed")
+            continue
         if args.alua or misbehave in SILENT:
             # every connection at once, as a multipath initiator has them
             threading.Thread(target=serve_thread, args=(c, sock, peer), daemon=True).start()
