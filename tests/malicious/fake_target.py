@@ -117,6 +117,8 @@ TRIGGER = {
     "login_silent": "login",
     "login_empty_continue": "login",  # the mount's operational stage answered with empty C=1 responses, for ever
     "capacity_overflow": "probe",
+    "capacity_block_size_zero": "probe",  # READ CAPACITY (16) and (10) report a logical block length of 0
+    "capacity_block_size_huge": "probe",  # READ CAPACITY (16) reports a logical block length of 1 MiB
     "no_response": "read",        # the READ is never answered: cmd_timeout, then ABORT TASK
     "tmf_ignored": "read",        # neither the READ nor task management is answered
     "window_closed": "read",      # MaxCmdSN = ExpCmdSN - 1 from then on: cmd_timeout drops the connection
@@ -687,6 +689,16 @@ class Conn:
             off += len(chunk)
             sn += 1
 
+    def capacity_block_size(self):
+        """The logical block length READ CAPACITY reports (capacity_block_size_*: a bad one)."""
+        if self.mis == "capacity_block_size_zero":
+            self.fired = True
+            return 0
+        if self.mis == "capacity_block_size_huge":
+            self.fired = True
+            return 1 << 20
+        return BLOCK
+
     def silenced(self, op):
         """SILENT: whether command op is left unanswered (logged once per connection and opcode)."""
         spec = SILENT.get(self.mis)
@@ -780,7 +792,7 @@ class Conn:
             if self.mis == "capacity_overflow" and self.fire("probe"):
                 last = (1 << 56) - 1  # 2^56 blocks of 512 bytes: 2^65 bytes
             body[0:8] = last.to_bytes(8, "big")
-            body[8:12] = BLOCK.to_bytes(4, "big")
+            body[8:12] = self.capacity_block_size().to_bytes(4, "big")
             if self.mis == "lba_status_one_block":
                 body[14] = 0x80  # LBPME: GET LBA STATUS answers
             alloc = int.from_bytes(cdb[10:14], "big")
@@ -795,7 +807,8 @@ class Conn:
                 bytes([1, 0, 0, 0])
             self.send_read_data(itt, lun, edtl, body[:int.from_bytes(cdb[10:14], "big")])
         elif op == 0x25:  # READ CAPACITY(10)
-            self.send_read_data(itt, lun, edtl, (len(self.disk) // BLOCK - 1).to_bytes(4, "big") + BLOCK.to_bytes(4, "big"))
+            self.send_read_data(itt, lun, edtl, (len(self.disk) // BLOCK - 1).to_bytes(4, "big") +
+                                self.capacity_block_size().to_bytes(4, "big"))
         elif op == 0x1A:  # MODE SENSE(6)
             self.send_read_data(itt, lun, edtl, bytes([3, 0, 0, 0])[:cdb[4]])
         elif op == 0x5A:  # MODE SENSE(10)

@@ -129,6 +129,8 @@ declare -A expect=(
 	[login_silent]="no_mount -"
 	[login_empty_continue]="no_mount -"
 	[capacity_overflow]="no_mount -"
+	[capacity_block_size_zero]="no_mount -"
+	[capacity_block_size_huge]="no_mount -"
 	# a flood of bogus PDUs, each ignored: the log stays bounded
 	[log_flood]="ok alive"
 )
@@ -337,6 +339,11 @@ expected_bytes() {
 
 # ---------------------------------------------------------------- login
 
+# no_mount scenarios whose one line must say this (fixed string)
+declare -A no_mount_says=(
+	[capacity_block_size_zero]="iserfuse: lun1: READ CAPACITY reports a logical block size of 0 bytes"
+	[capacity_block_size_huge]="iserfuse: lun1: READ CAPACITY reports a logical block size of 1048576 bytes"
+)
 if [[ $want_io == no_mount ]]; then
 	rc=0
 	t0=$SECONDS
@@ -360,6 +367,9 @@ if [[ $want_io == no_mount ]]; then
 	else
 		fail "one line on stderr ($lines lines)"
 		note "$work/daemon.log"
+	fi
+	if [[ -n ${no_mount_says[$scenario]:-} ]]; then
+		check_eq "the line says what was wrong" "$(head -n 1 "$work/daemon.log")" "${no_mount_says[$scenario]}"
 	fi
 	if is_mounted "$mnt"; then
 		fail "nothing mounted"
