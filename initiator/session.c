@@ -357,11 +357,16 @@ void iscsi_session_close(struct iscsi_session *s, int timeout_ms)
 	if (s->state == SS_UP) {
 		s->logout_want = true;
 		s->t->ops->kick(s->t);
-		int wait_ms = s->stop_by_ms ? STOP_LOGOUT_MS : LOGOUT_RSP_MS; /* stopping: the stop grace is spent */
-		dl = clk_deadline_ms(wait_ms);
+		/* stopping: STOP_LOGOUT_MS, and never past the grace's end + STOP_LOGOUT_MS (one deadline for every path) */
+		int64_t wait_ms = LOGOUT_RSP_MS;
+		if (s->stop_by_ms) {
+			int64_t left = s->stop_by_ms + STOP_LOGOUT_MS - clk_now_ms();
+			wait_ms = left < 0 ? 0 : left < STOP_LOGOUT_MS ? left : STOP_LOGOUT_MS;
+		}
+		dl = clk_deadline_ms((int)wait_ms);
 		while (s->state == SS_UP && !s->logout_done)
 			if (pthread_cond_timedwait(&s->state_cv, &s->lock, &dl) == ETIMEDOUT) {
-				log_warn("no Logout Response from the target within %d ms", wait_ms);
+				log_warn("no Logout Response from the target within %lld ms", (long long)wait_ms);
 				break;
 			}
 	}

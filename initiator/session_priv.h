@@ -48,7 +48,10 @@
  * way to take a command back from the target) and it fails.
  */
 #define STOP_ANSWER_MS 1000
-/* At the close after a stop: how long the Logout Response is waited for (else LOGOUT_RSP_MS). */
+/*
+ * At the close after a stop: how long the Logout Response is waited for
+ * (else LOGOUT_RSP_MS), and never past the stop grace's end + this.
+ */
 #define STOP_LOGOUT_MS 1000
 #define LOGOUT_RSP_MS 3000
 
