@@ -13,6 +13,7 @@
 #include "../initiator/iser.h"
 #include "../initiator/clock.h"
 #include "../initiator/log.h"
+#include "fuse_uring.h"
 #include "paths.h"
 #include "pool_setup.h"
 
@@ -213,6 +214,7 @@ int gw_stop(struct gw *g, struct fuse_session *se, struct gw_sync_batch **batch)
 	if (blk_retry_drain(g->retry, ms_until(end))) /* commands waiting to be retried */
 		log_err("retries still pending at shutdown");
 	gw_sess_drain(g, ms_until(end)); /* replies still in flight after the last FUSE request, callbacks returned */
+	gw_fuse_uring_flush(g->uring, 500); /* and those replies handed to the kernel over the rings */
 	/*
 	 * A reply later than that (a drain that timed out) finds the channel
 	 * closed: libfuse keeps quiet about it for an exited session instead

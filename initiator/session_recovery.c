@@ -128,17 +128,20 @@ static void lose_connection(struct iscsi_session *s, int err)
 	s->nop_reply = s->ping_want = s->ping_sent = false;
 	s->tmf_want = s->tmf_sent = false;
 	s->relogin_pending = s->logout_relogin = s->logout_want = s->logout_sent = s->logout_done = false;
-	if (over) { /* stopping: nothing is re-issued or accepted any more (recover_connect waits for the close) */
-		s->fail_fast = true;
-		pthread_cond_broadcast(&s->slot_cv);
-		pthread_cond_broadcast(&s->state_cv);
+	if (over) /* stopping: nothing is re-issued or accepted any more (refusing; recover_connect waits for the close) */
 		log_msg(unanswered ? LOG_LVL_ERR : LOG_LVL_INFO,
 			"session to " ISCSI_HOSTPORT_FMT ": the stop grace ended with %u commands unanswered: they fail, "
 			"the connection is closed (%s)", ISCSI_HOSTPORT_ARGS(s->cfg.host, s->cfg.port), unanswered,
 			why ? why : loss_cause(err));
-	}
 	pthread_cond_signal(&s->rec_cv);
 	sess_complete_tasks(s, sess_pick_doomed, 0);
+	if (over) {
+		/* only now: a drain that saw fail_fast before the callbacks ran would let the unmount
+		 * abort the FUSE requests they answer (ECONNABORTED instead of EIO) */
+		s->fail_fast = true;
+		pthread_cond_broadcast(&s->slot_cv);
+		pthread_cond_broadcast(&s->state_cv);
+	}
 }
 
 /* conn_lost hook (transport.h), on the dying connection's event thread: recover (err < 0) or fail everything (shutdown). */

@@ -412,6 +412,25 @@ timed_exit() {
 	fi
 }
 
+# stop_within_grace term|umount LABEL: stop the daemon by SIGTERM or by
+# fusermount3 -u and check that it exits 0 within 6 s (the 5 s stop grace +
+# 1 s); a daemon still running then is killed.
+stop_within_grace() {
+	local how=$1 label=$2
+	t0=$EPOCHREALTIME
+	if [[ $how == term ]]; then
+		kill -TERM "$daemon_pid"
+	else
+		timeout -k 2 10 fusermount3 -u "$mnt" || fail "$label: fusermount3 -u"
+	fi
+	if timed_exit 6 "$label: the daemon ends within the stop grace + 1 s"; then
+		check_eq "$label: the daemon exits 0 (nothing was written)" "$drc" 0
+	else
+		_targets_kill "$daemon_pid" 5
+		daemon_pid=''
+	fi
+}
+
 # silent_run term|umount: mount with default timeouts, set the silent command
 # off, wait until the target has it, stop the daemon by SIGTERM or by
 # fusermount3 -u, and check that it exits 0 within 6 s with nothing left
@@ -442,18 +461,7 @@ silent_run() {
 	done
 	check "$how: the target leaves a control command unanswered" grep -q 'not answering opcode' "$work/target.log"
 	sleep 1 # the command is waited on now
-	t0=$EPOCHREALTIME
-	if [[ $how == term ]]; then
-		kill -TERM "$daemon_pid"
-	else
-		timeout -k 2 10 fusermount3 -u "$mnt" || fail "$how: fusermount3 -u"
-	fi
-	if timed_exit 6 "$how: the daemon ends within the stop grace + 1 s"; then
-		check_eq "$how: the daemon exits 0 (nothing was written)" "$drc" 0
-	else
-		_targets_kill "$daemon_pid" 5
-		daemon_pid=''
-	fi
+	stop_within_grace "$how" "$how"
 	if is_mounted "$mnt"; then
 		fail "$how: nothing left mounted"
 		fusermount3 -u "$mnt" 2>/dev/null || fusermount3 -uz "$mnt" 2>/dev/null || true
@@ -503,18 +511,7 @@ frozen_run() {
 		check "$label: the buffered reader ends on SIGKILL (its read still out)" \
 			bash -c "! kill -0 $dd_pid 2>/dev/null"
 	fi
-	t0=$EPOCHREALTIME
-	if [[ $how == term ]]; then
-		kill -TERM "$daemon_pid"
-	else
-		timeout -k 2 10 fusermount3 -u "$mnt" || fail "$label: fusermount3 -u"
-	fi
-	if timed_exit 6 "$label: the daemon ends within the stop grace + 1 s"; then
-		check_eq "$label: the daemon exits 0 (nothing was written)" "$drc" 0
-	else
-		_targets_kill "$daemon_pid" 5
-		daemon_pid=''
-	fi
+	stop_within_grace "$how" "$label"
 	rc=0
 	wait "$dd_pid" 2>/dev/null || rc=$?
 	if [[ $how == term ]]; then
