@@ -27,8 +27,15 @@ static struct fuse_session *stop_session;
  * unanswered fails (iscsi_session_stopping).
  */
 #define STOP_GRACE_MS 5000
-/* The waits of the sequence end this long after the grace: the sessions fail what is left at its end. */
+/* The close waits this long: the sessions failed what was left when the grace ended. */
 #define STOP_SLACK_MS 1000
+/*
+ * The drain and each LUN's write-back and SYNCHRONIZE CACHE wait at most
+ * this long: the grace counts from the target's last answer (a target that
+ * keeps answering a long write-back is not cut; one that goes silent is,
+ * by the sessions), and this caps a target that answers too slowly.
+ */
+#define STOP_WAIT_MAX_MS 30000
 static volatile sig_atomic_t stop_signals;
 
 static void stop_signal(int sig)
@@ -135,21 +142,14 @@ static bool log_discarded(struct gw_lun *l, int err)
 	return true;
 }
 
-/* Milliseconds from now to the CLOCK_MONOTONIC ms `at`, 0 once passed. */
-static int ms_until(int64_t at)
-{
-	int64_t left = at - clk_now_ms();
-	return left > 0 ? (int)left : 0;
-}
-
 /*
  * SYNCHRONIZE CACHE on every LUN written (after the write-back of what
- * the block cache holds), all by end (CLOCK_MONOTONIC ms: the stop grace's
- * end, plus the slack; the sessions fail what is unanswered then and
- * refuse new commands).  Returns the number of LUNs whose write-back or
+ * the block cache holds), up to STOP_WAIT_MAX_MS each (the sessions fail
+ * what a silent target leaves unanswered at the grace's end and refuse new
+ * commands after it).  Returns the number of LUNs whose write-back or
  * SYNCHRONIZE CACHE failed or went unanswered.
  */
-static int sync_all(struct gw *g, struct gw_sync_batch *b, int64_t end)
+static int sync_all(struct gw *g, struct gw_sync_batch *b)
 {
 	int failed = 0;
 	for (size_t i = 0; i < b->n; i++) {
@@ -157,7 +157,7 @@ static int sync_all(struct gw *g, struct gw_sync_batch *b, int64_t end)
 		/* a LUN write-protected since it was written is synced too (blk_sync sends nothing for one never written) */
 		if (g->ro || gw_lun_gone(l) || gw_lun_sync(l, sync_all_done, &b->one[i]))
 			continue;
-		struct timespec deadline = clk_deadline_ms(ms_until(end));
+		struct timespec deadline = clk_deadline_ms(STOP_WAIT_MAX_MS);
 		int r = sync_wait(&b->one[i], &deadline);
 		if (r < 0 && !log_discarded(l, r))
 			log_err("%s: SYNCHRONIZE CACHE failed: %s", l->name, strerror(-r));
@@ -194,16 +194,17 @@ int gw_stop(struct gw *g, struct fuse_session *se, struct gw_sync_batch **batch)
 	sd_notify(0, "STOPPING=1");
 	stop_signals = stop_signals ? stop_signals : 1; /* from now on the next stop signal ends the daemon */
 	/*
-	 * Everything below ends within the stop grace: a session being
-	 * recovered gets that long, not the whole replacement_timeout; the
+	 * Everything below ends within the stop grace, counted from the
+	 * target's last answer: a session being recovered gets that long,
+	 * not the whole replacement_timeout; the
 	 * control commands of the background threads (a new path's identity
 	 * probe, ALUA states, a rescan) fail now, or once their connection is
 	 * dropped a second later if the target was sent one and does not
-	 * answer, before those threads are joined; the commands still
-	 * unanswered when it ends fail and their connection is dropped, and
-	 * later ones (write-back, SYNCHRONIZE CACHE) are refused.
+	 * answer, before those threads are joined; when a target stays silent
+	 * that long, the commands it left unanswered fail and their connection
+	 * is dropped, and later ones (write-back, SYNCHRONIZE CACHE) are
+	 * refused.
 	 */
-	int64_t end = clk_now_ms() + STOP_GRACE_MS + STOP_SLACK_MS;
 	gw_sess_stopping(g, STOP_GRACE_MS);
 	gw_paths_stop(g); /* no new paths from now on */
 	gw_rescan_stop(g);
@@ -211,9 +212,9 @@ int gw_stop(struct gw *g, struct fuse_session *se, struct gw_sync_batch **batch)
 	 * Drain while still mounted, so that the requests in flight get their
 	 * replies instead of being aborted by the unmount; new ones wait.
 	 */
-	if (blk_retry_drain(g->retry, ms_until(end))) /* commands waiting to be retried */
+	if (blk_retry_drain(g->retry, STOP_WAIT_MAX_MS)) /* commands waiting to be retried */
 		log_err("retries still pending at shutdown");
-	gw_sess_drain(g, ms_until(end)); /* replies still in flight after the last FUSE request, callbacks returned */
+	gw_sess_drain(g, STOP_WAIT_MAX_MS); /* replies still in flight after the last FUSE request, callbacks returned */
 	gw_fuse_uring_flush(g->uring, 500); /* and those replies handed to the kernel over the rings */
 	/*
 	 * A reply later than that (a drain that timed out) finds the channel
@@ -225,7 +226,7 @@ int gw_stop(struct gw *g, struct fuse_session *se, struct gw_sync_batch **batch)
 	*batch = sync_batch_new(gw_nluns(g));
 	int unsynced = 0;
 	if (*batch)
-		unsynced = sync_all(g, *batch, end);
+		unsynced = sync_all(g, *batch);
 	log_counters(g);
 	return unsynced;
 }

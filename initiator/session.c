@@ -323,6 +323,7 @@ void iscsi_session_stopping(struct iscsi_session *s, int grace_ms)
 	int64_t by = now + (grace_ms > 0 ? grace_ms : 0);
 	if (!s->stop_by_ms || by < s->stop_by_ms)
 		s->stop_by_ms = by;
+	s->stop_grace_ms = grace_ms > 0 ? grace_ms : 0; /* answers move stop_by_ms on (sess_stop_progress) */
 	if (s->attempt_deadline_ms > s->stop_by_ms && !s->closing)
 		iscsi_cancel_fire(s->cancel_fd); /* recover() re-arms it and tries again by stop_by_ms */
 	pthread_cond_broadcast(&s->rec_cv);

@@ -22,6 +22,7 @@
 #include <stdbool.h>
 #include <stdint.h>
 
+#include "clock.h"
 #include "latency.h"
 #include "log.h"
 #include "login.h"
@@ -148,6 +149,7 @@ struct iscsi_session {
 	int64_t stop_by_ms;         /* iscsi_session_stopping: the replacement deadline is no later (0: none) */
 	int64_t sync_stop_ms;       /* iscsi_session_stopping was called then: synchronous commands fail (0: not yet) */
 	bool grace_dropped;         /* the recovery thread dropped the connection at stop_by_ms (sess_grace_over) */
+	int stop_grace_ms;          /* iscsi_session_stopping's grace: each answer moves stop_by_ms to now + this */
 	bool answered;              /* the target answered a command on this connection (reset at each reinstatement) */
 	int64_t attempt_deadline_ms; /* the recovery thread's connect and login end by then (0: none running) */
 	bool fail_fast;             /* down for longer than replacement_timeout_ms */
@@ -258,6 +260,21 @@ struct completion {
 static inline bool sess_grace_over(const struct iscsi_session *s, int64_t now)
 {
 	return s->stop_by_ms && now >= s->stop_by_ms;
+}
+
+/*
+ * The target answered a command on a live connection: while stopping, the
+ * grace counts from this answer, so a target that keeps answering (a long
+ * write-back) is not cut, and one that goes silent is, stop_grace_ms after
+ * its last answer.  Lock held; event thread.
+ */
+static inline void sess_stop_progress(struct iscsi_session *s)
+{
+	if (!s->stop_by_ms || !s->stop_grace_ms || s->grace_dropped)
+		return;
+	int64_t by = clk_now_ms() + s->stop_grace_ms;
+	if (by > s->stop_by_ms)
+		s->stop_by_ms = by;
 }
 
 /* ---- session.c ---- */
