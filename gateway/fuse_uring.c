@@ -93,6 +93,9 @@ struct ring {
 	pthread_mutex_t lock;                 /* guards pending, npending */
 	struct ent **pending;                 /* replies copied in, to be committed */
 	unsigned npending;
+	atomic_ullong queued;                 /* replies put on pending so far */
+	atomic_ullong committed;              /* of those, submitted to the kernel (gw_fuse_uring_flush) */
+	unsigned long long prepared;          /* COMMIT_AND_FETCHes prepared, not yet submitted (cq_lock) */
 	atomic_bool stop;
 };
 
@@ -177,6 +180,7 @@ static void commit_queue(struct ent *e)
 	struct ring *r = e->r;
 	pthread_mutex_lock(&r->lock);
 	r->pending[r->npending++] = e; /* at most every entry once: never full */
+	atomic_fetch_add(&r->queued, 1);
 	pthread_mutex_unlock(&r->lock);
 	/* its own thread in a handler with no other thread polling: it submits the list itself on return */
 	if ((tl_ring != r || atomic_load(&r->idle) > 0) && !atomic_exchange(&r->kicked, true)) {
@@ -221,21 +225,39 @@ static void ent_dispatch(struct ent *e)
 	fuse_session_process_buf(u->se, &fb);
 }
 
+/* What was prepared went to the kernel (cq_lock held). */
+static void ring_submitted(struct ring *r)
+{
+	atomic_fetch_add(&r->committed, r->prepared);
+	r->prepared = 0;
+}
+
+/*
+ * Prepare a COMMIT_AND_FETCH for each reply queued (cq_lock held); they
+ * go to the kernel with the next io_uring_submit_and_wait, or, once
+ * ending, at once, so that gw_fuse_uring_flush sees every reply reach the
+ * kernel before the unmount.
+ */
 static void ring_submit_pending(struct ring *r)
 {
 	pthread_mutex_lock(&r->lock);
+	unsigned n = r->npending;
 	for (unsigned i = 0; i < r->npending; i++) {
 		struct io_uring_sqe *sqe = io_uring_get_sqe(&r->ring);
 		if (!sqe) { /* cannot happen: one slot per entry */
 			memmove(r->pending, r->pending + i, (r->npending - i) * sizeof(*r->pending));
 			r->npending -= i;
-			pthread_mutex_unlock(&r->lock);
-			return;
+			n = i;
+			break;
 		}
 		prep_cmd(sqe, r->u->fd, r->pending[i], GW_FUSE_IO_URING_CMD_COMMIT_AND_FETCH);
 	}
-	r->npending = 0;
+	if (n == r->npending)
+		r->npending = 0;
 	pthread_mutex_unlock(&r->lock);
+	r->prepared += n;
+	if (r->prepared && atomic_load(&r->u->ending) && io_uring_submit(&r->ring) >= 0)
+		ring_submitted(r);
 }
 
 static void ring_fail(struct ring *r, struct ent *e, int res)
@@ -300,6 +322,8 @@ static void *ring_run(void *arg)
 		ring_submit_pending(r);
 		if (io_uring_peek_cqe(&r->ring, &cqe) != 0) {
 			int rc = io_uring_submit_and_wait(&r->ring, 1);
+			if (rc >= 0)
+				ring_submitted(r);
 			if (rc < 0 && rc != -EINTR && rc != -EAGAIN && rc != -EBUSY && rc != -ETIME) {
 				log_err("FUSE ring: io_uring_enter: %s", strerror(-rc));
 				break;
@@ -710,6 +734,20 @@ void gw_fuse_uring_quiesce(struct gw_fuse_uring *u)
 {
 	if (u)
 		atomic_store(&u->ending, true);
+}
+
+void gw_fuse_uring_flush(struct gw_fuse_uring *u, int timeout_ms)
+{
+	if (!u || !atomic_load(&u->active))
+		return;
+	for (int waited = 0; waited < timeout_ms; waited++) {
+		bool left = false;
+		for (unsigned i = 0; i < u->nrings && !left; i++)
+			left = atomic_load(&u->rings[i].committed) < atomic_load(&u->rings[i].queued);
+		if (!left)
+			return;
+		usleep(1000);
+	}
 }
 
 void gw_fuse_uring_end(struct gw_fuse_uring *u)

@@ -78,6 +78,16 @@ bool gw_fuse_uring_failed(const struct gw_fuse_uring *u);
 void gw_fuse_uring_quiesce(struct gw_fuse_uring *u);
 
 /*
+ * After gw_fuse_uring_quiesce and the drain, before the unmount: wait up
+ * to timeout_ms until every reply written so far was handed to the kernel
+ * (COMMIT_AND_FETCH submitted; a completion's reply is only queued for its
+ * ring's thread), so that the unmount does not abort the requests they
+ * answer (ECONNABORTED instead of their error or data).  No-op for NULL or
+ * rings not in use.
+ */
+void gw_fuse_uring_flush(struct gw_fuse_uring *u, int timeout_ms);
+
+/*
  * After the unmount and after the sessions are closed (no completion can
  * reply any more: writev may be called until then): stop the ring
  * threads, close the rings (the kernel cancels the entries still

@@ -3,6 +3,8 @@
 
 #include <errno.h>
 #include <stdbool.h>
+#include <stdio.h>
+#include <string.h>
 
 enum gw_lun_verdict gw_lun_verdict(const struct iscsi_lun_info *info)
 {
@@ -37,6 +39,15 @@ int gw_lun_verdict_errno(enum gw_lun_verdict v)
 	return -EPROTO;
 }
 
+const char *gw_lun_probe_why(int probe_err, const struct iscsi_lun_info *info, char *buf, size_t cap)
+{
+	if (probe_err == -EMEDIUMTYPE && info)
+		snprintf(buf, cap, "READ CAPACITY reports a logical block size of %u bytes", info->cap.block_size);
+	else
+		snprintf(buf, cap, "%s", strerror(-probe_err));
+	return buf;
+}
+
 ssize_t gw_lun_select(const uint16_t *luns, size_t n, const struct gw_lun_select_ops *ops,
 		      struct iscsi_lun_info *out, size_t max)
 {
@@ -54,7 +65,8 @@ ssize_t gw_lun_select(const uint16_t *luns, size_t n, const struct gw_lun_select
 			kept++;
 			continue;
 		}
-		int rc = ops->skipped ? ops->skipped(ops->arg, luns[i], prc ? NULL : info, v, prc) : 0;
+		/* an unusable block length (-EMEDIUMTYPE) is in info: the reason names it */
+		int rc = ops->skipped ? ops->skipped(ops->arg, luns[i], prc && prc != -EMEDIUMTYPE ? NULL : info, v, prc) : 0;
 		if (rc)
 			return rc;
 	}

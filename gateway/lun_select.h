@@ -47,14 +47,22 @@ struct gw_lun_select_ops {
 	/* Fill *out for LUN lun; 0 or a negative errno (the LUN is left out). */
 	int (*probe)(void *arg, uint16_t lun, struct iscsi_lun_info *out);
 	/*
-	 * A LUN left out: v says why; info is the probe's output (NULL for
-	 * GW_LUN_PROBE_FAILED, with probe_err its errno).  Returns 0 to go
+	 * A LUN left out: v says why; info is the probe's output (for
+	 * GW_LUN_PROBE_FAILED, with probe_err its errno, NULL unless that is
+	 * -EMEDIUMTYPE: an unusable block length).  Returns 0 to go
 	 * on, or a negative errno that ends the selection.  May be NULL.
 	 */
 	int (*skipped)(void *arg, uint16_t lun, const struct iscsi_lun_info *info, enum gw_lun_verdict v,
 		       int probe_err);
 	void *arg;
 };
+
+/*
+ * Why a probe failed, in words, into buf (cap bytes), returned: the
+ * logical block length READ CAPACITY reported for -EMEDIUMTYPE (info, as
+ * given to skipped), else strerror.
+ */
+const char *gw_lun_probe_why(int probe_err, const struct iscsi_lun_info *info, char *buf, size_t cap);
 
 /*
  * The LUNs among luns[0..n) (REPORT LUNS order) that become files, in

@@ -85,13 +85,16 @@ static int open_luns_skipped(void *arg, uint16_t lun, const struct iscsi_lun_inf
 	struct open_luns_ctx *c = arg;
 	bool fatal = c->url->lun >= 0;
 	switch (v) {
-	case GW_LUN_PROBE_FAILED:
+	case GW_LUN_PROBE_FAILED: {
+		char why[128];
+		gw_lun_probe_why(probe_err, info, why, sizeof(why));
 		if (fatal) {
-			snprintf(c->err, c->err_cap, "lun%u: %s", lun, strerror(-probe_err));
+			snprintf(c->err, c->err_cap, "lun%u: %s", lun, why);
 			return probe_err;
 		}
-		log_warn("lun%u: probe failed (%s), skipped", lun, strerror(-probe_err));
+		log_warn("lun%u: probe failed (%s), skipped", lun, why);
 		return 0;
+	}
 	case GW_LUN_NO_SUCH_LUN:
 	case GW_LUN_NOT_DISK:
 		if (fatal && v == GW_LUN_NO_SUCH_LUN)

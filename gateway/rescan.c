@@ -254,9 +254,9 @@ static int add_probe(void *arg, uint16_t lun, struct iscsi_lun_info *out)
 static int add_skipped(void *arg, uint16_t lun, const struct iscsi_lun_info *info, enum gw_lun_verdict v, int probe_err)
 {
 	(void)arg;
-	(void)info;
+	char why[128];
 	if (v == GW_LUN_PROBE_FAILED)
-		log_warn("lun%u: probe failed (%s)", lun, strerror(-probe_err));
+		log_warn("lun%u: probe failed (%s)", lun, gw_lun_probe_why(probe_err, info, why, sizeof(why)));
 	return 0;
 }
 

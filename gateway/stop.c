@@ -13,6 +13,7 @@
 #include "../initiator/iser.h"
 #include "../initiator/clock.h"
 #include "../initiator/log.h"
+#include "fuse_uring.h"
 #include "paths.h"
 #include "pool_setup.h"
 
@@ -20,8 +21,21 @@
 
 /* The first stop signal ends this session's FUSE loop. */
 static struct fuse_session *stop_session;
-/* Stopping: how long a lost connection may still be recovered before I/O fails (iscsi_session_stopping). */
+/*
+ * Stopping: how long commands in flight, a lost connection's recovery, the
+ * write-back and SYNCHRONIZE CACHE may take in all; past it what is still
+ * unanswered fails (iscsi_session_stopping).
+ */
 #define STOP_GRACE_MS 5000
+/* The close waits this long: the sessions failed what was left when the grace ended. */
+#define STOP_SLACK_MS 1000
+/*
+ * The drain and each LUN's write-back and SYNCHRONIZE CACHE wait at most
+ * this long: the grace counts from the target's last answer (a target that
+ * keeps answering a long write-back is not cut; one that goes silent is,
+ * by the sessions), and this caps a target that answers too slowly.
+ */
+#define STOP_WAIT_MAX_MS 30000
 static volatile sig_atomic_t stop_signals;
 
 static void stop_signal(int sig)
@@ -114,8 +128,8 @@ static bool log_discarded(struct gw_lun *l, int err)
 	uint64_t bytes = l->cdev ? bcache_dev_dirty(l->cdev, &r, &n) : 0;
 	if (!bytes)
 		return false;
-	if (err == -ETIMEDOUT || err == -ENOTCONN) /* no status: held until the grace ended, or failing fast by then */
-		log_err("%s: %llu bytes of acknowledged write-back data discarded: the target was not reachable before "
+	if (err == -ETIMEDOUT || err == -ENOTCONN) /* no status: unanswered when the grace ended, or refused after */
+		log_err("%s: %llu bytes of acknowledged write-back data discarded: the target did not answer before "
 			"the stop grace (%d s) ended", l->name, (unsigned long long)bytes, STOP_GRACE_MS / 1000);
 	else
 		log_err("%s: %llu bytes of acknowledged write-back data discarded: the write-back failed at the stop: %s",
@@ -130,8 +144,10 @@ static bool log_discarded(struct gw_lun *l, int err)
 
 /*
  * SYNCHRONIZE CACHE on every LUN written (after the write-back of what
- * the block cache holds), up to 30 s each.  Returns the number of LUNs
- * whose write-back or SYNCHRONIZE CACHE failed or went unanswered.
+ * the block cache holds), up to STOP_WAIT_MAX_MS each (the sessions fail
+ * what a silent target leaves unanswered at the grace's end and refuse new
+ * commands after it).  Returns the number of LUNs whose write-back or
+ * SYNCHRONIZE CACHE failed or went unanswered.
  */
 static int sync_all(struct gw *g, struct gw_sync_batch *b)
 {
@@ -141,12 +157,13 @@ static int sync_all(struct gw *g, struct gw_sync_batch *b)
 		/* a LUN write-protected since it was written is synced too (blk_sync sends nothing for one never written) */
 		if (g->ro || gw_lun_gone(l) || gw_lun_sync(l, sync_all_done, &b->one[i]))
 			continue;
-		struct timespec deadline = clk_deadline_ms(30000);
+		struct timespec deadline = clk_deadline_ms(STOP_WAIT_MAX_MS);
 		int r = sync_wait(&b->one[i], &deadline);
 		if (r < 0 && !log_discarded(l, r))
 			log_err("%s: SYNCHRONIZE CACHE failed: %s", l->name, strerror(-r));
 		else if (r == 0)
-			log_err("%s: no answer to SYNCHRONIZE CACHE within 30 s", l->name);
+			log_err("%s: no answer to the write-back or SYNCHRONIZE CACHE before the stop grace (%d s) ended",
+				l->name, STOP_GRACE_MS / 1000);
 		failed += r <= 0;
 	}
 	return failed;
@@ -177,12 +194,16 @@ int gw_stop(struct gw *g, struct fuse_session *se, struct gw_sync_batch **batch)
 	sd_notify(0, "STOPPING=1");
 	stop_signals = stop_signals ? stop_signals : 1; /* from now on the next stop signal ends the daemon */
 	/*
-	 * A session being recovered gets a few seconds more, not the whole
-	 * replacement_timeout, and the control commands of the background
-	 * threads (a new path's identity probe, ALUA states, a rescan) fail
-	 * now, or once their connection is dropped a second later if the
-	 * target was sent one and does not answer: before those threads are
-	 * joined.
+	 * Everything below ends within the stop grace, counted from the
+	 * target's last answer: a session being recovered gets that long,
+	 * not the whole replacement_timeout; the
+	 * control commands of the background threads (a new path's identity
+	 * probe, ALUA states, a rescan) fail now, or once their connection is
+	 * dropped a second later if the target was sent one and does not
+	 * answer, before those threads are joined; when a target stays silent
+	 * that long, the commands it left unanswered fail and their connection
+	 * is dropped, and later ones (write-back, SYNCHRONIZE CACHE) are
+	 * refused.
 	 */
 	gw_sess_stopping(g, STOP_GRACE_MS);
 	gw_paths_stop(g); /* no new paths from now on */
@@ -191,9 +212,10 @@ int gw_stop(struct gw *g, struct fuse_session *se, struct gw_sync_batch **batch)
 	 * Drain while still mounted, so that the requests in flight get their
 	 * replies instead of being aborted by the unmount; new ones wait.
 	 */
-	if (blk_retry_drain(g->retry, (int)g->retry_budget_ms + 5000)) /* commands waiting to be retried */
+	if (blk_retry_drain(g->retry, STOP_WAIT_MAX_MS)) /* commands waiting to be retried */
 		log_err("retries still pending at shutdown");
-	gw_sess_drain(g, 30000); /* replies still in flight after the last FUSE request, callbacks returned */
+	gw_sess_drain(g, STOP_WAIT_MAX_MS); /* replies still in flight after the last FUSE request, callbacks returned */
+	gw_fuse_uring_flush(g->uring, 500); /* and those replies handed to the kernel over the rings */
 	/*
 	 * A reply later than that (a drain that timed out) finds the channel
 	 * closed: libfuse keeps quiet about it for an exited session instead
@@ -218,7 +240,7 @@ void gw_stop_close(struct gw *g, struct iser_ctx *iser, struct gw_sync_batch *ba
 	struct blk_retry *rq = g->retry;
 	atomic_store_explicit(&g->retry, NULL, memory_order_release); /* async_sense may still run */
 	blk_retry_destroy(rq); /* fires what is parked, while the session still exists */
-	gw_sess_close(g, 10000);
+	gw_sess_close(g, STOP_SLACK_MS); /* what is still out was failed when the stop grace ended */
 	gw_cache_teardown(g);
 	iser_ctx_destroy(iser); /* after the session: its connections used the registration */
 	if (batch) {

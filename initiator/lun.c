@@ -154,7 +154,7 @@ int iscsi_lun_probe_ua(struct iscsi_session *s, uint16_t lun, void *vbuf, size_t
 					  on_ua, arg)))
 		return rc;
 	if (o->cap.block_size < 512 || o->cap.block_size > 65536 || (o->cap.block_size & (o->cap.block_size - 1)))
-		return -EPROTO;
+		return -EMEDIUMTYPE; /* o->cap.block_size says which */
 
 	if (iscsi_lun_write_protect(s, o->lun_field, buf, buflen, &o->wp, on_ua, arg))
 		o->wp = false; /* no mode pages: assume writable, writes will say otherwise */
@@ -182,7 +182,7 @@ int iscsi_lun_read_capacity(struct iscsi_session *s, uint64_t lun_field, enum is
 		if (rc == 0)
 			rc = scsi_parse_read_capacity10(buf, got, cap);
 	}
-	if (rc == 0 && (cap->nblocks == 0 || cap->block_size == 0))
+	if (rc == 0 && cap->nblocks == 0)
 		rc = -EPROTO;
 	return rc;
 }

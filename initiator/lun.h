@@ -60,6 +60,9 @@ int iscsi_report_luns(struct iscsi_session *s, void *buf, size_t buflen, uint16_
  * (alua_port_ids, alua.h) from its first 8 designators.
  * buf: scratch payload buffer of buflen bytes (>= 4096).  Returns 0 or a
  * negative errno; UNIT ATTENTION and NOT READY (becoming ready) are retried.
+ * -EMEDIUMTYPE: READ CAPACITY (SBC-4 §5.20, §5.21) reported a logical
+ * block length that is not a power of two from 512 to 65536 bytes (0
+ * included), the value left in out->cap.block_size.
  */
 int iscsi_lun_probe(struct iscsi_session *s, uint16_t lun, void *buf, size_t buflen, struct iscsi_lun_info *out);
 
@@ -112,7 +115,8 @@ enum iscsi_read_capacity_mode {
  * set, in the modes that try (16), to whether (16) answered.  UNIT
  * ATTENTIONs met on the way go to on_ua (may be NULL) before the command
  * is retried (iscsi_exec_retry_ua).  Synchronous, on the caller's thread.
- * Returns 0, -EPROTO for a zero block count or block length, or another
+ * Returns 0, -EMEDIUMTYPE for a logical block length of 0 (cap->block_size
+ * 0), -EPROTO for a zero block count or a malformed answer, or another
  * negative errno (status/sense mapped by scsi_status_to_errno; -ENXIO:
  * the LUN is not there).
  */

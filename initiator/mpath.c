@@ -217,7 +217,9 @@ static void mp_done(void *arg, const struct iscsi_cmd_result *res)
 	pthread_mutex_lock(&m->lock);
 	p->outstanding--;
 	p->commands++;
-	bool again = v != MP_DELIVER && m->multi && !m->closing && c->tries < MP_TRIES_MAX;
+	/* past the stop grace (mpath_stopping) a command lost with its path fails: no path takes it any more */
+	bool over = m->stop_by_ms && clk_now_ms() >= m->stop_by_ms;
+	bool again = v != MP_DELIVER && m->multi && !m->closing && !over && c->tries < MP_TRIES_MAX;
 	if (v != MP_DELIVER)
 		p->errors++;
 	if (!again) { /* the caller's result: the context goes back in this same lock round */

@@ -665,7 +665,7 @@ int scsi_parse_read_capacity10(const uint8_t *buf, size_t len, struct scsi_capac
 		return -EPROTO;
 	out->block_size = get_be32(buf + 4);
 	if (out->block_size == 0)
-		return -EPROTO;
+		return -EMEDIUMTYPE; /* answered, but no usable logical block length */
 	out->nblocks = (uint64_t)get_be32(buf) + 1;
 	return 0;
 }
@@ -681,8 +681,10 @@ int scsi_parse_read_capacity16(const uint8_t *buf, size_t len, struct scsi_capac
 		return -EPROTO;
 	last = get_be64(buf);
 	out->block_size = get_be32(buf + 8);
-	if (out->block_size == 0 || last == UINT64_MAX)
+	if (last == UINT64_MAX)
 		return -EPROTO;
+	if (out->block_size == 0)
+		return -EMEDIUMTYPE; /* answered, but no usable logical block length */
 	out->nblocks = last + 1;
 	/* byte 12 (P_TYPE, PROT_EN) is ignored */
 	if (len > 13)

@@ -269,6 +269,12 @@ struct scsi_capacity {
 	uint8_t lbppbe;          /* logical blocks per physical block exponent (16 only) */
 	bool lbpme, lbprz;       /* (16 only) */
 };
+/*
+ * READ CAPACITY (10) and (16) parameter data (SBC-4 §5.20, §5.21) of len
+ * bytes into *out.  0; -EMEDIUMTYPE for a complete answer whose logical
+ * block length is 0 (out->block_size is 0 then); -EPROTO for a short
+ * answer or, (16), a last LBA of 2^64 - 1.
+ */
 int scsi_parse_read_capacity10(const uint8_t *buf, size_t len, struct scsi_capacity *out);
 int scsi_parse_read_capacity16(const uint8_t *buf, size_t len, struct scsi_capacity *out);
 

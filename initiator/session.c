@@ -140,10 +140,11 @@ fail_t:
 	return rc;
 }
 
-/* New commands are refused: closing, shut down, logging out, or down past replacement_timeout_ms. */
+/* New commands are refused: closing, shut down, logging out, down past replacement_timeout_ms, or the stop grace over. */
 static bool refusing(const struct iscsi_session *s)
 {
-	return s->closing || s->state == SS_CLOSED || s->fail_fast || (s->logout_want && !s->logout_relogin);
+	return s->closing || s->state == SS_CLOSED || s->fail_fast || (s->logout_want && !s->logout_relogin) ||
+	       sess_grace_over(s, clk_now_ms());
 }
 
 /*
@@ -332,6 +333,7 @@ void iscsi_session_stopping(struct iscsi_session *s, int grace_ms)
 	int64_t by = now + (grace_ms > 0 ? grace_ms : 0);
 	if (!s->stop_by_ms || by < s->stop_by_ms)
 		s->stop_by_ms = by;
+	s->stop_grace_ms = grace_ms > 0 ? grace_ms : 0; /* answers move stop_by_ms on (sess_stop_progress) */
 	if (s->attempt_deadline_ms > s->stop_by_ms && !s->closing)
 		iscsi_cancel_fire(s->cancel_fd); /* recover() re-arms it and tries again by stop_by_ms */
 	pthread_cond_broadcast(&s->rec_cv);
@@ -368,10 +370,16 @@ void iscsi_session_close(struct iscsi_session *s, int timeout_ms)
 	if (s->state == SS_UP) {
 		s->logout_want = true;
 		s->t->ops->kick(s->t);
-		dl = clk_deadline_ms(3000);
+		/* stopping: STOP_LOGOUT_MS, and never past the grace's end + STOP_LOGOUT_MS (one deadline for every path) */
+		int64_t wait_ms = LOGOUT_RSP_MS;
+		if (s->stop_by_ms) {
+			int64_t left = s->stop_by_ms + STOP_LOGOUT_MS - clk_now_ms();
+			wait_ms = left < 0 ? 0 : left < STOP_LOGOUT_MS ? left : STOP_LOGOUT_MS;
+		}
+		dl = clk_deadline_ms((int)wait_ms);
 		while (s->state == SS_UP && !s->logout_done)
 			if (pthread_cond_timedwait(&s->state_cv, &s->lock, &dl) == ETIMEDOUT) {
-				log_warn("no Logout Response from the target within 3 s");
+				log_warn("no Logout Response from the target within %lld ms", (long long)wait_ms);
 				break;
 			}
 	}

@@ -189,12 +189,15 @@ void iscsi_session_get_latency(struct iscsi_session *s, uint64_t out[LAT_BUCKETS
  * The caller is stopping (unmount, SIGTERM): from now on the replacement
  * timeout is at most grace_ms away.  A session that is down, or goes down
  * later, is still recovered until then (so a target back within the grace
- * gets its flushes); after it, commands pending and new fail as at the
- * replacement timeout (-ETIMEDOUT, then -ENOTCONN), so that drain, the
- * final SYNCHRONIZE CACHE and close end within grace_ms plus a few
- * seconds however the target behaves.  A connect or login in progress
- * whose deadline lies beyond is cancelled and tried again within the
- * grace.  Synchronous commands (iscsi_session_exec: the caller's
+ * gets its flushes); no ABORT TASK or LOGICAL UNIT RESET is started or
+ * escalated any more.  When the grace ends, commands still pending fail
+ * with -ETIMEDOUT, on a live connection too (the recovery thread drops it:
+ * no re-issue), and new ones are refused (-ENOTCONN), with no reconnect,
+ * so that drain, the final write-back and SYNCHRONIZE CACHE and close end
+ * within grace_ms plus about a second however the target behaves (close
+ * waits 1 s at most for the Logout Response, and not past the grace's end
+ * + 1 s).  A connect or login in progress whose deadline lies beyond is
+ * cancelled and tried again within the grace.  Synchronous commands (iscsi_session_exec: the caller's
  * background threads' probes and rescans) fail from now on, pending ones
  * too, with -ESHUTDOWN (see there), so that those threads can be joined
  * within about 2 s.  Any thread but the event thread; idempotent (the
@@ -214,7 +217,9 @@ int iscsi_session_drain(struct iscsi_session *s, int timeout_ms);
 /*
  * Wait for outstanding commands (up to timeout_ms), stop the recovery
  * thread (a connect or login in progress ends at once), send Logout
- * (reason 0, close the session, §11.14) if connected, shut the transport
+ * (reason 0, close the session, §11.14) if connected and wait 3 s for its
+ * answer (after iscsi_session_stopping 1 s, and not past the grace's end
+ * + 1 s), shut the transport
  * down and free everything.  Commands still outstanding complete with err
  * -ECONNABORTED.
  */

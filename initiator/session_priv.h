@@ -22,6 +22,7 @@
 #include <stdbool.h>
 #include <stdint.h>
 
+#include "clock.h"
 #include "latency.h"
 #include "log.h"
 #include "login.h"
@@ -48,6 +49,12 @@
  * way to take a command back from the target) and it fails.
  */
 #define STOP_ANSWER_MS 1000
+/*
+ * At the close after a stop: how long the Logout Response is waited for
+ * (else LOGOUT_RSP_MS), and never past the stop grace's end + this.
+ */
+#define STOP_LOGOUT_MS 1000
+#define LOGOUT_RSP_MS 3000
 
 /*
  * ITT layout (RFC 7143 §11.1.2.2: the initiator's own choice): generation
@@ -142,6 +149,8 @@ struct iscsi_session {
 	int cancel_fd;              /* set at open; fired with closing: ends the recovery thread's connect or login (cancel.h) */
 	int64_t stop_by_ms;         /* iscsi_session_stopping: the replacement deadline is no later (0: none) */
 	int64_t sync_stop_ms;       /* iscsi_session_stopping was called then: synchronous commands fail (0: not yet) */
+	bool grace_dropped;         /* the recovery thread dropped the connection at stop_by_ms (sess_grace_over) */
+	int stop_grace_ms;          /* iscsi_session_stopping's grace: each answer moves stop_by_ms to now + this */
 	bool answered;              /* the target answered a command on this connection (reset at each reinstatement) */
 	int64_t attempt_deadline_ms; /* the recovery thread's connect and login end by then (0: none running) */
 	bool fail_fast;             /* down for longer than replacement_timeout_ms */
@@ -252,6 +261,31 @@ struct completion {
 	void *arg;
 	struct iscsi_cmd_result res;
 };
+
+/*
+ * The stop grace ended (iscsi_session_stopping): commands still pending
+ * fail and new ones are refused, whatever the connection's state.  Lock
+ * held.
+ */
+static inline bool sess_grace_over(const struct iscsi_session *s, int64_t now)
+{
+	return s->stop_by_ms && now >= s->stop_by_ms;
+}
+
+/*
+ * The target answered a command on a live connection: while stopping, the
+ * grace counts from this answer, so a target that keeps answering (a long
+ * write-back) is not cut, and one that goes silent is, stop_grace_ms after
+ * its last answer.  Lock held; event thread.
+ */
+static inline void sess_stop_progress(struct iscsi_session *s)
+{
+	if (!s->stop_by_ms || !s->stop_grace_ms || s->grace_dropped)
+		return;
+	int64_t by = clk_now_ms() + s->stop_grace_ms;
+	if (by > s->stop_by_ms)
+		s->stop_by_ms = by;
+}
 
 /* ---- session.c ---- */
 

@@ -58,6 +58,20 @@ bool sess_reissue_now(struct iscsi_session *s, struct task *t)
 	return false;
 }
 
+static const char *loss_cause(int err)
+{
+	switch (err) {
+	case -ETIMEDOUT:
+		return "command or NOP-Out timeout";
+	case -EBADMSG:
+		return "digest error";
+	case -EPROTO:
+		return "protocol violation";
+	default:
+		return strerror(-err);
+	}
+}
+
 /*
  * The connection is gone and the session will be recovered (RFC 7143
  * §6.3.5, ERL 0): every command not answered yet is parked for re-issue,
@@ -77,7 +91,10 @@ static void lose_connection(struct iscsi_session *s, int err)
 		s->lost_reason = s->drop_reason;
 		s->reissued = 0;
 	}
+	const char *why = s->drop_reason;
 	s->drop_reason = NULL;
+	bool over = sess_grace_over(s, clk_now_ms());
+	unsigned unanswered = 0;
 	for (unsigned i = 0; i < s->ntasks; i++) {
 		struct task *t = &s->tasks[i];
 		if (!t->in_use)
@@ -90,6 +107,11 @@ static void lose_connection(struct iscsi_session *s, int err)
 			memset(&t->deferred_res, 0, sizeof(t->deferred_res));
 			t->deferred_res.err = -ECONNRESET;
 			t->doomed = true;
+		} else if (over && !t->sync) { /* the stop grace ended: no re-issue, it fails */
+			memset(&t->deferred_res, 0, sizeof(t->deferred_res));
+			t->deferred_res.err = -ETIMEDOUT;
+			t->doomed = true;
+			unanswered++;
 		} else if (t->sync && s->sync_stop_ms) { /* the stop takes it back (tick_stop) */
 			memset(&t->deferred_res, 0, sizeof(t->deferred_res));
 			t->deferred_res.err = -ESHUTDOWN;
@@ -110,8 +132,20 @@ static void lose_connection(struct iscsi_session *s, int err)
 	s->nop_reply = s->ping_want = s->ping_sent = false;
 	s->tmf_want = s->tmf_sent = false;
 	s->relogin_pending = s->logout_relogin = s->logout_want = s->logout_sent = s->logout_done = false;
+	if (over) /* stopping: nothing is re-issued or accepted any more (refusing; recover_connect waits for the close) */
+		log_msg(unanswered ? LOG_LVL_ERR : LOG_LVL_INFO,
+			"session to " ISCSI_HOSTPORT_FMT ": the stop grace ended with %u commands unanswered: they fail, "
+			"the connection is closed (%s)", ISCSI_HOSTPORT_ARGS(s->cfg.host, s->cfg.port), unanswered,
+			why ? why : loss_cause(err));
 	pthread_cond_signal(&s->rec_cv);
 	sess_complete_tasks(s, sess_pick_doomed, 0);
+	if (over) {
+		/* only now: a drain that saw fail_fast before the callbacks ran would let the unmount
+		 * abort the FUSE requests they answer (ECONNABORTED instead of EIO) */
+		s->fail_fast = true;
+		pthread_cond_broadcast(&s->slot_cv);
+		pthread_cond_broadcast(&s->state_cv);
+	}
 }
 
 /* conn_lost hook (transport.h), on the dying connection's event thread: recover (err < 0) or fail everything (shutdown). */
@@ -119,7 +153,7 @@ void sess_hook_conn_lost(void *arg, int err)
 {
 	struct iscsi_session *s = arg;
 	pthread_mutex_lock(&s->lock);
-	if (err && !s->logout_done && !s->closing)
+	if (err && !s->logout_done && !s->closing && !sess_grace_over(s, clk_now_ms()))
 		log_msg(sess_path_level(s, LOG_LVL_ERR), "connection to " ISCSI_HOSTPORT_FMT " lost: %s",
 			ISCSI_HOSTPORT_ARGS(s->cfg.host, s->cfg.port), s->drop_reason ? s->drop_reason : strerror(-err));
 	if (err && !s->closing && s->state != SS_CLOSED) {
@@ -138,20 +172,6 @@ void sess_hook_conn_lost(void *arg, int err)
 	pthread_cond_broadcast(&s->slot_cv);
 	pthread_cond_broadcast(&s->state_cv);
 	pthread_mutex_unlock(&s->lock);
-}
-
-static const char *loss_cause(int err)
-{
-	switch (err) {
-	case -ETIMEDOUT:
-		return "command or NOP-Out timeout";
-	case -EBADMSG:
-		return "digest error";
-	case -EPROTO:
-		return "protocol violation";
-	default:
-		return strerror(-err);
-	}
 }
 
 static const char *loss_what(const struct iscsi_session *s)
@@ -322,6 +342,8 @@ static unsigned recover_connect(struct iscsi_session *s, struct iscsi_transport 
 	}
 	for (;;) {
 		recovery_wait(s, clk_now_ms() + (attempts ? delay : first));
+		while (!s->closing && sess_grace_over(s, clk_now_ms())) /* stopping: nothing left to serve */
+			pthread_cond_wait(&s->rec_cv, &s->lock);
 		if (s->closing) {
 			*nt = NULL;
 			return attempts;
@@ -467,6 +489,32 @@ static void recover(struct iscsi_session *s)
 }
 
 /*
+ * The recovery thread's wait while the session is up: until something
+ * changes, or until the stop grace ends (iscsi_session_stopping).  Then
+ * commands still unanswered are taken back from the target the ERL 0 way,
+ * by dropping the connection (lose_connection fails them, no ABORT TASK,
+ * LOGICAL UNIT RESET or re-issue).  Lock held.
+ */
+static void wait_up(struct iscsi_session *s)
+{
+	if (!s->stop_by_ms || s->grace_dropped) {
+		pthread_cond_wait(&s->rec_cv, &s->lock);
+		return;
+	}
+	int64_t now = clk_now_ms();
+	if (!sess_grace_over(s, now)) {
+		struct timespec ts = clk_deadline_ms(s->stop_by_ms - now);
+		pthread_cond_timedwait(&s->rec_cv, &s->lock, &ts);
+		return;
+	}
+	s->grace_dropped = true;
+	if (s->state == SS_UP && s->outstanding > 0 && s->t && s->t->ops->abort) {
+		s->drop_reason = "dropped when the grace ended";
+		s->t->ops->abort(s->t); /* the event thread calls conn_lost soon after */
+	}
+}
+
+/*
  * The recovery thread: sleeps until a connection is lost (state SS_DOWN),
  * reaps the dead transport (its event thread has returned from conn_lost
  * by the time shutdown joins it), and recovers.  Ends when closing.
@@ -478,7 +526,7 @@ void *sess_recovery_thread(void *arg)
 	pthread_mutex_lock(&s->lock);
 	for (;;) {
 		while (!s->closing && s->state != SS_DOWN)
-			pthread_cond_wait(&s->rec_cv, &s->lock);
+			wait_up(s);
 		if (s->closing)
 			break;
 		struct iscsi_transport *old = s->t;

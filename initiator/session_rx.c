@@ -122,6 +122,7 @@ static int rx_data_in(struct iscsi_session *s, const struct iscsi_bhs *h, const 
 		c->res.xfer_len = t->rx_offset;
 	}
 	s->answered = true;
+	sess_stop_progress(s);
 	sess_task_finish(s, t, c);
 	o->done = true;
 	return 0;
@@ -183,6 +184,7 @@ static int rx_scsi_rsp(struct iscsi_session *s, const struct iscsi_bhs *h, const
 		c->res.xfer_len = t->rx_offset;
 	}
 	s->answered = true;
+	sess_stop_progress(s);
 	sess_task_finish(s, t, c);
 	o->done = true;
 	return 0;

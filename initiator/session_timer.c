@@ -3,12 +3,13 @@
  * iSCSI session, deadlines (RFC 7143 §11.5, §11.18, ERL 0): the
  * transport's tick hook, about once a second.  A command older than
  * cmd_timeout_ms gets ABORT TASK, then LOGICAL UNIT RESET, then the
- * connection is dropped; a logout the target asked for is sent once
- * nothing is in flight; a quiet connection gets NOP-Out pings and is
- * dropped when they go unanswered.  The connection is dropped too for a
- * synchronous command unanswered at the stop (tick_stop) and for a
- * re-issued command past replacement_timeout on a connection that served
- * nothing (tick_replaced).
+ * connection is dropped (no task management once stopping: the end of the
+ * stop grace drops the connection instead, session_recovery.c); a logout
+ * the target asked for is sent once nothing is in flight; a quiet
+ * connection gets NOP-Out pings and is dropped when they go unanswered.
+ * The connection is dropped too for a synchronous command unanswered at
+ * the stop (tick_stop) and for a re-issued command past
+ * replacement_timeout on a connection that served nothing (tick_replaced).
  *
  * Threads: the transport's event thread, session lock held throughout.
  */
@@ -205,9 +206,10 @@ int sess_hook_tick(void *arg, int64_t now)
 	rc = tick_stop(s, now);
 	if (!rc)
 		rc = tick_replaced(s, now);
-	if (!rc && s->tmf_sent)
+	/* stopping: no ABORT TASK or LU RESET any more, the end of the stop grace drops the connection (wait_up) */
+	if (!rc && s->tmf_sent && !s->stop_by_ms)
 		rc = tick_tmf(s, now, &kick);
-	else if (!rc && !s->tmf_want && s->cfg.cmd_timeout_ms > 0)
+	else if (!rc && !s->tmf_want && !s->tmf_sent && s->cfg.cmd_timeout_ms > 0 && !s->stop_by_ms)
 		rc = tick_cmd_timeout(s, now, &kick);
 	if (!rc)
 		rc = tick_relogin(s, now, &kick);

@@ -189,7 +189,7 @@ static void capacity(const uint8_t *b, size_t len, bool use16)
 	struct scsi_capacity c;
 	int rc = use16 ? scsi_parse_read_capacity16(b, len, &c) : scsi_parse_read_capacity10(b, len, &c);
 
-	CHECK(rc == 0 || rc == -EPROTO);
+	CHECK(rc == 0 || rc == -EPROTO || (rc == -EMEDIUMTYPE && c.block_size == 0));
 	if (rc == 0)
 		CHECK(c.block_size != 0 && c.nblocks != 0);
 }

@@ -117,6 +117,8 @@ TRIGGER = {
     "login_silent": "login",
     "login_empty_continue": "login",  # the mount's operational stage answered with empty C=1 responses, for ever
     "capacity_overflow": "probe",
+    "capacity_block_size_zero": "probe",  # READ CAPACITY (16) and (10) report a logical block length of 0
+    "capacity_block_size_huge": "probe",  # READ CAPACITY (16) reports a logical block length of 1 MiB
     "no_response": "read",        # the READ is never answered: cmd_timeout, then ABORT TASK
     "tmf_ignored": "read",        # neither the READ nor task management is answered
     "window_closed": "read",      # MaxCmdSN = ExpCmdSN - 1 from then on: cmd_timeout drops the connection
@@ -159,6 +161,9 @@ TRIGGER = {
     # its re-issue meets the same announcement again.
     "reconnect_churn_drop": "read",         # AsyncEvent 2: the target will drop the connection
     "reconnect_churn_logout": "read",       # AsyncEvent 1: the target asks for a logout within 2 s
+    # A target that freezes (as under SIGSTOP) when the first READ arrives: nothing is answered any
+    # more, NOP-Outs and later logins included, and every connection is kept open.  Stop meanwhile.
+    "frozen_after_read": "read",
 }
 
 # silent_*: (when, opcodes) -- the SCSI commands (opcodes; None: every one) left
@@ -696,6 +701,16 @@ class Conn:
             off += len(chunk)
             sn += 1
 
+    def capacity_block_size(self):
+        """The logical block length READ CAPACITY reports (capacity_block_size_*: a bad one)."""
+        if self.mis == "capacity_block_size_zero":
+            self.fired = True
+            return 0
+        if self.mis == "capacity_block_size_huge":
+            self.fired = True
+            return 1 << 20
+        return BLOCK
+
     def silenced(self, op):
         """SILENT: whether command op is left unanswered (logged once per connection and opcode)."""
         spec = SILENT.get(self.mis)
@@ -789,7 +804,7 @@ class Conn:
             if self.mis == "capacity_overflow" and self.fire("probe"):
                 last = (1 << 56) - 1  # 2^56 blocks of 512 bytes: 2^65 bytes
             body[0:8] = last.to_bytes(8, "big")
-            body[8:12] = BLOCK.to_bytes(4, "big")
+            body[8:12] = self.capacity_block_size().to_bytes(4, "big")
             if self.mis == "lba_status_one_block":
                 body[14] = 0x80  # LBPME: GET LBA STATUS answers
             alloc = int.from_bytes(cdb[10:14], "big")
@@ -804,7 +819,8 @@ class Conn:
                 bytes([1, 0, 0, 0])
             self.send_read_data(itt, lun, edtl, body[:int.from_bytes(cdb[10:14], "big")])
         elif op == 0x25:  # READ CAPACITY(10)
-            self.send_read_data(itt, lun, edtl, (len(self.disk) // BLOCK - 1).to_bytes(4, "big") + BLOCK.to_bytes(4, "big"))
+            self.send_read_data(itt, lun, edtl, (len(self.disk) // BLOCK - 1).to_bytes(4, "big") +
+                                self.capacity_block_size().to_bytes(4, "big"))
         elif op == 0x1A:  # MODE SENSE(6)
             self.send_read_data(itt, lun, edtl, bytes([3, 0, 0, 0])[:cdb[4]])
         elif op == 0x5A:  # MODE SENSE(10)
@@ -977,8 +993,18 @@ class Conn:
                 burst += bytes(self.r2t_pdu(w, (i * 512) % w["edtl"], 512))
             self.s.sendall(burst)
 
+    def swallow(self):
+        """Read and drop whatever the initiator sends until it closes the connection (a frozen target)."""
+        while self.s.recv(65536):
+            pass
+        raise Closed()
+
     def misbehave_read(self, itt, lun, edtl, payload):
         m = self.mis
+        if m == "frozen_after_read":
+            STATE["frozen"] = True
+            log("READ ITT 0x%08x: frozen from now on, nothing answered" % itt)
+            self.swallow()
         n = len(payload)
         half = payload[:n // 2]
         if m == "data_in_wrong_itt":
@@ -1257,6 +1283,15 @@ def main():
         log("connection on port %d" % sock.getsockname()[1])
         sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
         c = Conn(sock, disk, misbehave, args.event, tpg=1 if ready[0] is ls else 2)
+        if STATE.get("frozen"):  # frozen_after_read: the login is not answered either
+            log("frozen: not answering the login")
+            try:
+                c.swallow()
+            except (Closed, OSError):
+                pass
+            sock.close()
+            log("connection closed")
+            continue
         if args.alua or misbehave in SILENT:
             # every connection at once, as a multipath initiator has them
             threading.Thread(target=serve_thread, args=(c, sock, peer), daemon=True).start()

@@ -129,6 +129,8 @@ declare -A expect=(
 	[login_silent]="no_mount -"
 	[login_empty_continue]="no_mount -"
 	[capacity_overflow]="no_mount -"
+	[capacity_block_size_zero]="no_mount -"
+	[capacity_block_size_huge]="no_mount -"
 	# a flood of bogus PDUs, each ignored: the log stays bounded
 	[log_flood]="ok alive"
 )
@@ -163,6 +165,13 @@ declare -A expect=(
 #       LUNS, with a rescan every second): SIGTERM, and on a second mount
 #       fusermount3 -u, each end the daemon within 6 s (the 5 s stop grace
 #       + 1 s), exit 0, nothing left mounted;
+#   frozen: the target freezes when the first READ arrives (nothing answered
+#       any more, NOP-Outs and logins included, connections kept open), with
+#       -o noop_interval=0 and with the default options: SIGTERM while that
+#       O_DIRECT read waits ends the daemon within 6 s (the 5 s stop grace +
+#       1 s) and the read fails with EIO; fusermount3 -u of a mount no longer
+#       busy (the buffered reader killed, its read still out at the target)
+#       ends it within 6 s too; exit 0, nothing left mounted;
 #   churn: with replacement_timeout 4 s, every connection the READ is
 #       re-issued on announces a drop (or asks for a logout within 2 s):
 #       the READ fails with EIO within replacement_timeout + 2 s of its
@@ -186,6 +195,7 @@ declare -A bounded=(
 	[silent_rescan_report_luns]="silent -"
 	[reconnect_churn_drop]="churn -"
 	[reconnect_churn_logout]="churn -"
+	[frozen_after_read]="frozen -"
 )
 always=''
 if [[ $scenario == *+always ]]; then
@@ -337,6 +347,11 @@ expected_bytes() {
 
 # ---------------------------------------------------------------- login
 
+# no_mount scenarios whose one line must say this (fixed string)
+declare -A no_mount_says=(
+	[capacity_block_size_zero]="iserfuse: lun1: READ CAPACITY reports a logical block size of 0 bytes"
+	[capacity_block_size_huge]="iserfuse: lun1: READ CAPACITY reports a logical block size of 1048576 bytes"
+)
 if [[ $want_io == no_mount ]]; then
 	rc=0
 	t0=$SECONDS
@@ -360,6 +375,9 @@ if [[ $want_io == no_mount ]]; then
 	else
 		fail "one line on stderr ($lines lines)"
 		note "$work/daemon.log"
+	fi
+	if [[ -n ${no_mount_says[$scenario]:-} ]]; then
+		check_eq "the line says what was wrong" "$(head -n 1 "$work/daemon.log")" "${no_mount_says[$scenario]}"
 	fi
 	if is_mounted "$mnt"; then
 		fail "nothing mounted"
@@ -402,6 +420,25 @@ timed_exit() {
 	fi
 }
 
+# stop_within_grace term|umount LABEL: stop the daemon by SIGTERM or by
+# fusermount3 -u and check that it exits 0 within 6 s (the 5 s stop grace +
+# 1 s); a daemon still running then is killed.
+stop_within_grace() {
+	local how=$1 label=$2
+	t0=$EPOCHREALTIME
+	if [[ $how == term ]]; then
+		kill -TERM "$daemon_pid"
+	else
+		timeout -k 2 10 fusermount3 -u "$mnt" || fail "$label: fusermount3 -u"
+	fi
+	if timed_exit 6 "$label: the daemon ends within the stop grace + 1 s"; then
+		check_eq "$label: the daemon exits 0 (nothing was written)" "$drc" 0
+	else
+		_targets_kill "$daemon_pid" 5
+		daemon_pid=''
+	fi
+}
+
 # silent_run term|umount: mount with default timeouts, set the silent command
 # off, wait until the target has it, stop the daemon by SIGTERM or by
 # fusermount3 -u, and check that it exits 0 within 6 s with nothing left
@@ -432,18 +469,7 @@ silent_run() {
 	done
 	check "$how: the target leaves a control command unanswered" grep -q 'not answering opcode' "$work/target.log"
 	sleep 1 # the command is waited on now
-	t0=$EPOCHREALTIME
-	if [[ $how == term ]]; then
-		kill -TERM "$daemon_pid"
-	else
-		timeout -k 2 10 fusermount3 -u "$mnt" || fail "$how: fusermount3 -u"
-	fi
-	if timed_exit 6 "$how: the daemon ends within the stop grace + 1 s"; then
-		check_eq "$how: the daemon exits 0 (nothing was written)" "$drc" 0
-	else
-		_targets_kill "$daemon_pid" 5
-		daemon_pid=''
-	fi
+	stop_within_grace "$how" "$how"
 	if is_mounted "$mnt"; then
 		fail "$how: nothing left mounted"
 		fusermount3 -u "$mnt" 2>/dev/null || fusermount3 -uz "$mnt" 2>/dev/null || true
@@ -452,8 +478,77 @@ silent_run() {
 	fi
 }
 
+# frozen_run term|umount LABEL OPTIONS...: on a fresh target (the first run's
+# logs are kept as *.LABEL), mount with OPTIONS, start a 64 KiB read that
+# freezes the target, then stop the daemon by SIGTERM (the O_DIRECT read
+# still waiting) or by fusermount3 -u (the buffered reader killed first, so
+# that the mount is not busy), and check that it exits 0 within 6 s, the
+# read failing with EIO, with nothing left mounted.
+prev_label=""
+frozen_run() {
+	local how=$1 label=$2 i rc dd_pid
+	shift 2
+	if [[ -e $work/daemon.log ]]; then
+		_targets_kill "$target_pid" 5
+		mv "$work/target.log" "$work/target.log.$prev_label"
+		mv "$work/daemon.log" "$work/daemon.log.$prev_label"
+		start_target
+	fi
+	prev_label=$label
+	mount_daemon "$url" "$@"
+	if [[ $how == term ]]; then
+		timeout -k 2 60 dd if="$mnt/lun1" of="$work/got" bs=65536 count=1 iflag=direct status=none \
+			2>"$work/dd.log" &
+	else
+		dd if="$mnt/lun1" of="$work/got" bs=65536 count=1 status=none 2>"$work/dd.log" &
+		disown # killed below: no job message
+	fi
+	dd_pid=$!
+	for ((i = 0; i < 100; i++)); do
+		grep -q 'frozen from now on' "$work/target.log" && break
+		sleep 0.1
+	done
+	check "$label: the target froze at the read" grep -q 'frozen from now on' "$work/target.log"
+	sleep 3 # the read is waited on now; with the defaults a NOP-Out ping is out too
+	if [[ $how == umount ]]; then
+		kill -KILL "$dd_pid" 2>/dev/null
+		for ((i = 0; i < 30; i++)); do
+			kill -0 "$dd_pid" 2>/dev/null || break
+			sleep 0.1
+		done
+		check "$label: the buffered reader ends on SIGKILL (its read still out)" \
+			bash -c "! kill -0 $dd_pid 2>/dev/null"
+	fi
+	stop_within_grace "$how" "$label"
+	rc=0
+	wait "$dd_pid" 2>/dev/null || rc=$?
+	if [[ $how == term ]]; then
+		if ((rc != 0 && rc != 124 && rc != 137)) && grep -q 'Input/output error' "$work/dd.log"; then
+			pass "$label: the read fails with EIO"
+		else
+			fail "$label: the read fails with EIO (exit $rc: $(head -n 1 "$work/dd.log"))"
+		fi
+		check "$label: one line says the stop grace ended with the read unanswered" \
+			grep -q 'the stop grace ended with 1 commands unanswered' "$work/daemon.log"
+	fi
+	if is_mounted "$mnt"; then
+		fail "$label: nothing left mounted"
+		fusermount3 -u "$mnt" 2>/dev/null || fusermount3 -uz "$mnt" 2>/dev/null || true
+	else
+		pass "$label: nothing left mounted"
+	fi
+	sanitizer_clean "$work/daemon.log"
+}
+
 if [[ $want_io == bounded ]]; then
 	read -r kind back <<<"${bounded[$scenario]}"
+	if [[ $kind == frozen ]]; then
+		frozen_run term "SIGTERM, noop_interval=0" -o noop_interval=0
+		frozen_run term "SIGTERM, default options"
+		frozen_run umount "fusermount3 -u, noop_interval=0" -o noop_interval=0
+		((failed)) && note "$work/daemon.log"
+		finish
+	fi
 	rt=3
 	[[ $kind == relogin ]] && rt=6
 	[[ $kind == stop ]] && rt=60

@@ -42,7 +42,7 @@ static int fake_skipped(void *arg, uint16_t lun, const struct iscsi_lun_info *in
 			int probe_err)
 {
 	struct fake *f = arg;
-	cr_assert_eq(info == NULL, v == GW_LUN_PROBE_FAILED);
+	cr_assert_eq(info == NULL, v == GW_LUN_PROBE_FAILED && probe_err != -EMEDIUMTYPE);
 	f->skipped[f->nskipped] = lun;
 	f->why[f->nskipped] = v;
 	f->probe_err[f->nskipped] = probe_err;
@@ -182,4 +182,27 @@ Test(lun_select, room_limit)
 	cr_assert_eq(run(&f, luns, 4, out, 2), 2);
 	cr_assert_eq(out[1].lun, 1);
 	cr_assert_eq(f.probes[2], 0);
+}
+
+Test(lun_select, unusable_block_length_named)
+{
+	struct fake f;
+	all_disks(&f);
+	f.lun[1].probe_rc = -EMEDIUMTYPE; /* iscsi_lun_probe: READ CAPACITY's block length 0 */
+	f.lun[1].block_size = 0;
+	f.lun[2].probe_rc = -EMEDIUMTYPE;
+	f.lun[2].block_size = 1u << 20;
+	const uint16_t luns[] = {1, 2};
+	struct iscsi_lun_info out[2];
+	cr_assert_eq(run(&f, luns, 2, out, 2), 0);
+	cr_assert_eq(f.nskipped, 2);
+	cr_assert_eq(f.why[0], GW_LUN_PROBE_FAILED);
+	char why[128];
+	struct iscsi_lun_info info = {.cap.block_size = 0};
+	cr_assert_str_eq(gw_lun_probe_why(-EMEDIUMTYPE, &info, why, sizeof(why)),
+			 "READ CAPACITY reports a logical block size of 0 bytes");
+	info.cap.block_size = 1u << 20;
+	cr_assert_str_eq(gw_lun_probe_why(-EMEDIUMTYPE, &info, why, sizeof(why)),
+			 "READ CAPACITY reports a logical block size of 1048576 bytes");
+	cr_assert_str_eq(gw_lun_probe_why(-EIO, NULL, why, sizeof(why)), strerror(EIO));
 }

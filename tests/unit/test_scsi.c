@@ -992,7 +992,8 @@ Test(capacity, rc10_bad)
 	static const uint8_t b[] = { 0x00, 0x1f, 0xff, 0xff, 0x00, 0x00, 0x00, 0x00 };
 	struct scsi_capacity c;
 
-	cr_assert_eq(scsi_parse_read_capacity10(b, sizeof(b), &c), -EPROTO);
+	cr_assert_eq(scsi_parse_read_capacity10(b, sizeof(b), &c), -EMEDIUMTYPE); /* block length 0 */
+	cr_assert_eq(c.block_size, 0);
 	cr_assert_eq(scsi_parse_read_capacity10(b, 7, &c), -EPROTO);
 	cr_assert_eq(scsi_parse_read_capacity10(NULL, 8, &c), -EPROTO);
 }
@@ -1042,7 +1043,8 @@ Test(capacity, rc16_bad)
 	uint8_t b[32] = { 0, 0, 0, 0, 0, 0, 0x0f, 0xff, 0x00, 0x00, 0x00, 0x00 };
 	struct scsi_capacity c;
 
-	cr_assert_eq(scsi_parse_read_capacity16(b, sizeof(b), &c), -EPROTO); /* block length 0 */
+	cr_assert_eq(scsi_parse_read_capacity16(b, sizeof(b), &c), -EMEDIUMTYPE); /* block length 0 */
+	cr_assert_eq(c.block_size, 0);
 	b[10] = 0x02;
 	cr_assert_eq(scsi_parse_read_capacity16(b, 11, &c), -EPROTO);
 	memset(b, 0xff, 8); /* last LBA 2^64-1: nblocks would wrap */
