@@ -2,7 +2,9 @@
 /*
  * libFuzzer harness for the SendTargets answer (RFC 7143 Appendix C) and
  * the TargetAddress portal parser (§13.8) of initiator/discovery.c:
- * iscsi_sendtargets_parse, iscsi_portal_parse, iscsi_portal_format.
+ * iscsi_sendtargets_parse, iscsi_portal_parse, iscsi_portal_format, and
+ * what a mount would connect to of it (iscsi_disc_portals: numeric
+ * addresses only, one per address; iscsi_disc_lists).
  *
  * Input: the first byte selects the parser (even: a SendTargets text
  * segment, "key=value\0..."; odd: one TargetAddress value, cut at its
@@ -17,6 +19,7 @@
 #include <string.h>
 
 #include "discovery.h"
+#include "portal_addr.h"
 
 #define CHECK(cond)                                                                   \
 	do {                                                                              \
@@ -74,6 +77,19 @@ static void sendtargets(const char *text, size_t len)
 		CHECK((t->nportals == 0) == (t->portals == NULL));
 		for (size_t k = 0; k < t->nportals; k++)
 			check_portal(&t->portals[k]);
+		/* the portals a mount would connect to: numeric only, one per address, never more than reported */
+		struct iscsi_portal use[ISCSI_DISC_MAX_PORTALS];
+		struct iscsi_portal_addr addrs[ISCSI_DISC_MAX_PORTALS];
+		size_t m = iscsi_disc_portals(t, use, addrs, ISCSI_DISC_MAX_PORTALS);
+		CHECK(m <= t->nportals);
+		for (size_t a = 0; a < m; a++) {
+			struct iscsi_portal_addr again;
+			CHECK(iscsi_portal_addr_numeric(use[a].host, use[a].port, &again) == 0);
+			CHECK(iscsi_portal_addr_same(&again, &addrs[a]));
+			CHECK(iscsi_disc_lists(&l, t->name, &addrs[a]));
+			for (size_t b = 0; b < a; b++)
+				CHECK(!iscsi_portal_addr_same(&addrs[a], &addrs[b]));
+		}
 	}
 	iscsi_disc_list_free(&l);
 	CHECK(l.ntargets == 0 && l.targets == NULL);

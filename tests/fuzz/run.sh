@@ -69,7 +69,7 @@ url) sources=(initiator/url.c) ;;
 login) sources=(initiator/login.c initiator/text.c initiator/chap.c initiator/pdu.c initiator/log.c
 	initiator/cancel.c) libs=(-lnettle) ;;
 rtpg) sources=(initiator/alua.c initiator/scsi.c) ;;
-sendtargets) sources=(initiator/discovery.c initiator/login.c initiator/text.c initiator/chap.c initiator/pdu.c
+sendtargets) sources=(initiator/discovery.c initiator/portal_addr.c initiator/login.c initiator/text.c initiator/chap.c initiator/pdu.c
 	initiator/log.c initiator/cancel.c) libs=(-lnettle) ;;
 *) usage ;;
 esac
