@@ -152,6 +152,12 @@ size_t iscsi_disc_portals(const struct iscsi_disc_target *t, struct iscsi_portal
 		if (dup)
 			continue;
 		p.ipv6 = iscsi_portal_addr_host(&a, p.host, sizeof(p.host));
+		struct iscsi_portal_addr back; /* the standard spelling must lead to the same address (a scope, say) */
+		if (iscsi_portal_addr_numeric(p.host, p.port, &back) || !iscsi_portal_addr_same(&a, &back)) {
+			log_debug("discovery: %s reports portal %s:%u, whose address cannot be written back: skipped",
+				  t->name, p.host, p.port);
+			continue;
+		}
 		out[n] = p;
 		if (addrs)
 			addrs[n] = a;
