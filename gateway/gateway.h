@@ -18,11 +18,11 @@
 #include <stdio.h>
 #include <time.h>
 
-#include "../cache/bcache.h"
-#include "../cache/blkio.h"
-#include "../cache/pool.h"
-#include "../initiator/lun.h"
-#include "../initiator/url.h"
+#include "cache/bcache/bcache.h"
+#include "cache/blkio/blkio.h"
+#include "cache/pool/pool.h"
+#include "initiator/scsi/lun.h"
+#include "initiator/net/url.h"
 
 #define GW_MAX_LUNS 256
 

@@ -9,7 +9,7 @@
  * reply set up), writes the reply and only then starts the ring thread,
  * which registers every entry (NF_URING_DEPTH per possible CPU) on one
  * SQE128 io_uring.  The ring thread turns each request into /dev/fuse's
- * layout (gateway/fuse_uring_conv.c), runs fuse_session_process_buf;
+ * layout (gateway/fuse/fuse_uring_conv.c), runs fuse_session_process_buf;
  * every nullfuse handler replies before it returns, on this thread, so
  * the writev hook copies the reply into the thread's current entry, and
  * the thread queues its COMMIT_AND_FETCH for the next io_uring_enter.
@@ -29,7 +29,7 @@
 #include <sys/mman.h>
 #include <unistd.h>
 
-#include "../../gateway/fuse_uring_conv.h"
+#include "gateway/fuse/fuse_uring_conv.h"
 
 #define ENABLE_URING_PARAM "/sys/module/fuse/parameters/enable_uring"
 #define EFD_TAG 1u /* user_data of the eventfd read (entries are pointers) */

@@ -23,11 +23,11 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "../../cache/pool.h"
-#include "../../initiator/log.h"
-#include "../../initiator/iser.h"
-#include "../../initiator/lun.h"
-#include "../../initiator/url.h"
+#include "cache/pool/pool.h"
+#include "initiator/util/log.h"
+#include "initiator/iser/iser.h"
+#include "initiator/scsi/lun.h"
+#include "initiator/net/url.h"
 
 struct slot {
 	struct iscsi_cmd cmd;

@@ -109,7 +109,7 @@ stat_of() { awk -v k="$2" '$1 == k { print $2 }' "$1/.stats"; }
 rc=0
 "$iserfuse" --help >"$work/help" 2>&1 || rc=$?
 check_eq "--help exits 0" "$rc" 0
-# One table (gateway/options.c) drives --help and must match the man page:
+# One table (gateway/settings/options.c) drives --help and must match the man page:
 # every -o key --help shows, with its "(default D, MIN..MAX)", is in the
 # man page's OPTIONS with the same words, and the other way round.
 python3 - "$work/help" "$manpage" >"$work/table.out" 2>&1 <<'PY' || true

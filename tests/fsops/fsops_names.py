@@ -86,7 +86,7 @@ if kind == "ro":
 # -------- chmod, chown, touch -d: kept for the life of the mount
 
 def daemon_stat(path):
-    """stat answered by the daemon: the kernel keeps attributes for 1 s (ATTR_TIMEOUT in gateway/fs.c)"""
+    """stat answered by the daemon: the kernel keeps attributes for 1 s (ATTR_TIMEOUT in gateway/fs/fs.c)"""
     time.sleep(1.2)
     return os.stat(path)
 

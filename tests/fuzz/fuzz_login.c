@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * libFuzzer harness for the login exchange as a state machine
- * (initiator/login.c over text.c, chap.c, pdu.c): the input is the
+ * (initiator/login/login.c over text.c, chap.c, pdu.c): the input is the
  * sequence of Login Responses a target sends, one per Login Request, so a
  * hang or a bad path that lives in the sequence (continuations without
  * end, stages out of order, CHAP steps) is reached, not just one PDU.
@@ -28,9 +28,9 @@
 #include <string.h>
 #include <time.h>
 
-#include "login.h"
-#include "pdu.h"
-#include "text.h"
+#include "initiator/login/login.h"
+#include "initiator/wire/pdu.h"
+#include "initiator/wire/text.h"
 
 #define CHECK(cond)                                                                   \
 	do {                                                                              \

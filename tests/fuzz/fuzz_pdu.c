@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * libFuzzer harness for the PDU codec (initiator/pdu.c).
+ * libFuzzer harness for the PDU codec (initiator/wire/pdu.c).
  *
  * Input: 48 bytes of BHS, then an AHS area.  The BHS is decoded; a BHS that
  * decodes is encoded again and decoded a second time, and both decodes must
@@ -16,7 +16,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "pdu.h"
+#include "initiator/wire/pdu.h"
 
 #define CHECK(cond)                                                                   \
 	do {                                                                              \

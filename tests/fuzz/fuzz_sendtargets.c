@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * libFuzzer harness for the SendTargets answer (RFC 7143 Appendix C) and
- * the TargetAddress portal parser (§13.8) of initiator/discovery.c:
+ * the TargetAddress portal parser (§13.8) of initiator/login/discovery.c:
  * iscsi_sendtargets_parse, iscsi_portal_parse, iscsi_portal_format, and
  * what a mount would connect to of it (iscsi_disc_portals: numeric
  * addresses only, one per address; iscsi_disc_lists).
@@ -18,8 +18,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "discovery.h"
-#include "portal_addr.h"
+#include "initiator/login/discovery.h"
+#include "initiator/net/portal_addr.h"
 
 #define CHECK(cond)                                                                   \
 	do {                                                                              \

@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * libFuzzer harness for sense data and the status -> errno table
- * (initiator/scsi.c, initiator/scsi_errno.c).
+ * (initiator/scsi/scsi.c, initiator/scsi/scsi_errno.c).
  *
  * Input: sense data as carried after the SenseLength of a SCSI Response.
  * It is parsed from an exact-size copy, then every SAM status is mapped to
@@ -13,7 +13,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "scsi.h"
+#include "initiator/scsi/scsi.h"
 
 #define CHECK(cond)                                                                   \
 	do {                                                                              \

@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * libFuzzer harness for text keys and negotiation (initiator/text.c).
+ * libFuzzer harness for text keys and negotiation (initiator/wire/text.c).
  *
  * Input: a text data segment as a target sends it ("key=value\0...").  It is
  * parsed from an exact-size copy; every pair is applied to three fresh
@@ -16,7 +16,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "text.h"
+#include "initiator/wire/text.h"
 
 #define CHECK(cond)                                                                   \
 	do {                                                                              \

@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * libFuzzer harness for URL parsing (initiator/url.c).
+ * libFuzzer harness for URL parsing (initiator/net/url.c).
  *
  * Input: the URL text (it ends at the first NUL byte).  It is parsed with
  * need_target true and false, into error buffers of several sizes.  Checks:
@@ -17,7 +17,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "url.h"
+#include "initiator/net/url.h"
 
 #define CHECK(cond)                                                                   \
 	do {                                                                              \

@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * libFuzzer harness for the SCSI response parsers (initiator/scsi.c):
+ * libFuzzer harness for the SCSI response parsers (initiator/scsi/scsi.c):
  * standard INQUIRY, VPD pages 0x00, 0x80, 0x83 (and scsi_designator_name on
  * what it finds), 0xB0 and 0xB2, REPORT LUNS, READ CAPACITY(10)/(16) and
  * MODE SENSE(6)/(10), GET LBA STATUS parameter data.
@@ -15,7 +15,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "scsi.h"
+#include "initiator/scsi/scsi.h"
 
 #define CHECK(cond)                                                                   \
 	do {                                                                              \

@@ -61,22 +61,22 @@ root=$(cd "$here/../.." && pwd)
 # The pure sources each harness needs, relative to the repository root, and libraries.
 libs=()
 case $name in
-pdu) sources=(initiator/pdu.c) ;;
-text) sources=(initiator/text.c) ;;
-sense) sources=(initiator/scsi.c initiator/scsi_errno.c) ;;
-vpd) sources=(initiator/scsi.c) ;;
-url) sources=(initiator/url.c) ;;
-login) sources=(initiator/login.c initiator/text.c initiator/chap.c initiator/pdu.c initiator/log.c
-	initiator/cancel.c) libs=(-lnettle) ;;
-rtpg) sources=(initiator/alua.c initiator/scsi.c) ;;
-sendtargets) sources=(initiator/discovery.c initiator/portal_addr.c initiator/login.c initiator/text.c initiator/chap.c initiator/pdu.c
-	initiator/log.c initiator/cancel.c) libs=(-lnettle) ;;
+pdu) sources=(initiator/wire/pdu.c) ;;
+text) sources=(initiator/wire/text.c) ;;
+sense) sources=(initiator/scsi/scsi.c initiator/scsi/scsi_errno.c) ;;
+vpd) sources=(initiator/scsi/scsi.c) ;;
+url) sources=(initiator/net/url.c) ;;
+login) sources=(initiator/login/login.c initiator/wire/text.c initiator/login/chap.c initiator/wire/pdu.c initiator/util/log.c
+	initiator/transport/cancel.c) libs=(-lnettle) ;;
+rtpg) sources=(initiator/mpath/alua.c initiator/scsi/scsi.c) ;;
+sendtargets) sources=(initiator/login/discovery.c initiator/net/portal_addr.c initiator/login/login.c initiator/wire/text.c initiator/login/chap.c initiator/wire/pdu.c
+	initiator/util/log.c initiator/transport/cancel.c) libs=(-lnettle) ;;
 *) usage ;;
 esac
 
 cc=${FUZZ_CC:-clang}
 cflags=('-fsanitize=fuzzer,address,undefined' -fno-sanitize-recover=all
-	-D_GNU_SOURCE -std=c17 -g -O1 -Wall -Wextra -I "$root/initiator")
+	-D_GNU_SOURCE -std=c17 -g -O1 -Wall -Wextra -I "$root")
 
 say() {
 	printf 'fuzz %s: %s\n' "$name" "$*"

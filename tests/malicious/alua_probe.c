@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * ALUA as our initiator sees it (initiator/alua.c, alua_query.c, the LUN
+ * ALUA as our initiator sees it (initiator/mpath/alua.c, alua_query.c, the LUN
  * probe), for tests/malicious/alua.sh:
  *
  *   alua_probe HOST PORT TARGET LUN
@@ -27,11 +27,11 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "alua.h"
-#include "lun.h"
-#include "session.h"
-#include "text.h"
-#include "transport.h"
+#include "initiator/mpath/alua.h"
+#include "initiator/scsi/lun.h"
+#include "initiator/session/session.h"
+#include "initiator/wire/text.h"
+#include "initiator/transport/transport.h"
 
 #define PROBE_TIMEOUT_MS 10000
 #define PROBE_BUF 65536

@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * A LUN's identity (initiator/lun_ident.c) as a real target reports it,
+ * A LUN's identity (initiator/scsi/lun_ident.c) as a real target reports it,
  * for tests/recovery/lunident.sh:
  *
  *   lunident_probe save HOST PORT TARGET LUN FILE
@@ -17,12 +17,12 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "lun.h"
-#include "lun_ident.h"
-#include "pool.h"
-#include "session.h"
-#include "text.h"
-#include "transport.h"
+#include "initiator/scsi/lun.h"
+#include "initiator/scsi/lun_ident.h"
+#include "cache/pool/pool.h"
+#include "initiator/session/session.h"
+#include "initiator/wire/text.h"
+#include "initiator/transport/transport.h"
 
 #define PROBE_TIMEOUT_MS 10000
 

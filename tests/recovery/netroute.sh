@@ -1,8 +1,8 @@
 #!/bin/bash
 # SPDX-License-Identifier: MIT
 #
-# The route to a portal and link/route events (initiator/netroute.c,
-# initiator/netwatch.c), through tests/recovery/netroute_probe:
+# The route to a portal and link/route events (initiator/net/netroute.c,
+# initiator/net/netwatch.c), through tests/recovery/netroute_probe:
 #
 #   netroute.sh NETROUTE_PROBE
 #

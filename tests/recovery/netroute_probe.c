@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * What initiator/netroute.c and netwatch.c see, for tests/recovery/netroute.sh:
+ * What initiator/net/netroute.c and netwatch.c see, for tests/recovery/netroute.sh:
  *
  *   netroute_probe route HOST   the route to HOST (numeric IPv4/IPv6) as
  *                               "dev NAME src ADDR [via GW] [local]";
@@ -22,8 +22,8 @@
 #include <string.h>
 #include <time.h>
 
-#include "netroute.h"
-#include "netwatch.h"
+#include "initiator/net/netroute.h"
+#include "initiator/net/netwatch.h"
 
 static long long realtime_ns(void)
 {

@@ -25,11 +25,11 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "../../cache/blkio.h"
-#include "../../cache/pool.h"
-#include "../../initiator/log.h"
-#include "../../initiator/lun.h"
-#include "../../initiator/url.h"
+#include "cache/blkio/blkio.h"
+#include "cache/pool/pool.h"
+#include "initiator/util/log.h"
+#include "initiator/scsi/lun.h"
+#include "initiator/net/url.h"
 
 #define MAX_IO (256u * 1024u)
 

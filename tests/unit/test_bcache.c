@@ -13,7 +13,7 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "../../cache/bcache.h"
+#include "cache/bcache/bcache.h"
 
 /* ---- the fake backend ---- */
 

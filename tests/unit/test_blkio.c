@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * Block I/O (cache/blkio.c) against a fake session (struct blk_session_ops):
+ * Block I/O (cache/blkio/blkio.c) against a fake session (struct blk_session_ops):
  * the exact SCSI commands sent (opcode, LBA, TRANSFER LENGTH), split at the
  * most blocks one command may move, the read-modify-write of unaligned edge
  * blocks (READ of the head, then the tail, then the WRITE), writes that wait
@@ -13,7 +13,7 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "../../cache/blkio.h"
+#include "cache/blkio/blkio.h"
 
 #define BS 512u
 #define NBLOCKS 64u

@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * The overlap check of cache/blkio.c's writes at queue depth 128, against a
+ * The overlap check of cache/blkio/blkio.c's writes at queue depth 128, against a
  * fake session (struct blk_session_ops) that holds commands until told to
  * complete them: a new write is compared with the few writes in flight
  * hashed to its spans, not with all 128; overlapping writes in flight are
@@ -13,7 +13,7 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "../../cache/blkio.h"
+#include "cache/blkio/blkio.h"
 
 #define BS 512u
 #define NBLOCKS (1u << 22) /* 2 GiB: no data is kept, commands only */

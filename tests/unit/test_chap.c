@@ -11,8 +11,8 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "../../initiator/chap.h"
-#include "../../initiator/login.h"
+#include "initiator/login/chap.h"
+#include "initiator/login/login.h"
 
 static void unhex(const char *hex, uint8_t *out, size_t n)
 {

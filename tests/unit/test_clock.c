@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * initiator/clock.h: milliseconds to struct timespec (normalised at the
+ * initiator/util/clock.h: milliseconds to struct timespec (normalised at the
  * nanosecond carry), deadlines on CLOCK_MONOTONIC, and a condition variable
  * whose timed wait honours such a deadline.
  */
@@ -9,7 +9,7 @@
 #include <pthread.h>
 #include <time.h>
 
-#include "../../initiator/clock.h"
+#include "initiator/util/clock.h"
 
 Test(clock, ms_ts_splits_seconds_and_nanoseconds)
 {

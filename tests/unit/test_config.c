@@ -6,8 +6,8 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "../../gateway/config.h"
-#include "../../gateway/options.h"
+#include "gateway/settings/config.h"
+#include "gateway/settings/options.h"
 
 static char path[64];
 
@@ -121,7 +121,7 @@ Test(config, first_error_wins, .fini = drop_conf)
 		     "1: syntax error: 'key = value', '[section]' or a comment expected");
 }
 
-/* ---- the option table (gateway/options.c) ---- */
+/* ---- the option table (gateway/settings/options.c) ---- */
 
 Test(options, every_numeric_value_checked_against_its_range)
 {

@@ -4,7 +4,7 @@
 #include <stdint.h>
 #include <string.h>
 
-#include "../../initiator/crc32c.h"
+#include "initiator/util/crc32c.h"
 
 /* The digest of buf as it goes on the wire, compared with the RFC's bytes. */
 static void assert_wire(const uint8_t *buf, size_t len, uint32_t value, const uint8_t wire[4])

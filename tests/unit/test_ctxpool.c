@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * The fixed set of request contexts (cache/ctxpool.c): every object handed
+ * The fixed set of request contexts (cache/pool/ctxpool.c): every object handed
  * out once until put back, aligned and inside the set; a get with every
  * object out waits and is woken by a put; tryget never waits; a foreign or
  * doubled put aborts; and the cost of a get/put pair.
@@ -17,7 +17,7 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "../../cache/ctxpool.h"
+#include "cache/pool/ctxpool.h"
 
 #define N 64u
 

@@ -6,7 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "discovery.h"
+#include "initiator/login/discovery.h"
 
 /* Build "a\0b\0..." from a list of entries. */
 static size_t build(char *buf, size_t cap, const char *const *entries, size_t n)

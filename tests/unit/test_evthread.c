@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * initiator/evthread.c: a kick writes the eventfd only for a thread that is
+ * initiator/transport/evthread.c: a kick writes the eventfd only for a thread that is
  * asleep (or about to be), a kick that came while the thread was awake
  * keeps it from blocking, abort and stop always write, and no kick is
  * lost between a thread's last look for work and its poll.
@@ -13,7 +13,7 @@
 #include <stdint.h>
 #include <unistd.h>
 
-#include "../../initiator/evthread.h"
+#include "initiator/transport/evthread.h"
 
 static void *idle_thread(void *arg)
 {

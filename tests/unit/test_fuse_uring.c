@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * gateway/fuse_uring_conv.c: a ring entry (in_out = fuse_in_header,
+ * gateway/fuse/fuse_uring_conv.c: a ring entry (in_out = fuse_in_header,
  * op_in = the first argument, payload = the rest, as the kernel fills
  * them) into /dev/fuse's contiguous layout for each operation the
  * gateway serves, replies into an entry, and the INIT flag.
@@ -9,7 +9,7 @@
 #include <errno.h>
 #include <string.h>
 
-#include "../../gateway/fuse_uring_conv.h"
+#include "gateway/fuse/fuse_uring_conv.h"
 
 #define CAP 65536
 

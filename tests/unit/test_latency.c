@@ -3,7 +3,7 @@
 #include <pthread.h>
 #include <stdint.h>
 
-#include "../../initiator/latency.h"
+#include "initiator/util/latency.h"
 
 Test(latency, buckets_are_log2_of_microseconds)
 {

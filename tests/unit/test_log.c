@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * initiator/log.c: the limit on repeated lines.  Lines of one key (a
+ * initiator/util/log.c: the limit on repeated lines.  Lines of one key (a
  * session) and one format beyond LOG_LIMIT_BURST in a window of
  * LOG_LIMIT_WINDOW_MS are counted, and the count is printed once as "N
  * more like this, the last: ..."; other keys, other formats and lines
@@ -11,7 +11,7 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "../../initiator/log.h"
+#include "initiator/util/log.h"
 
 #define MAX_LINES 256
 

@@ -11,8 +11,8 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "../../initiator/cancel.h"
-#include "../../initiator/login.h"
+#include "initiator/transport/cancel.h"
+#include "initiator/login/login.h"
 
 #define MAX_STEPS 8
 

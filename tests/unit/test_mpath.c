@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * initiator/mpath.c without sessions: what a completion means for its path
+ * initiator/mpath/mpath.c without sessions: what a completion means for its path
  * (mp_judge), which path the next command takes (ALUA group, then the
  * selector: mp_pick), the hold queue when no path is usable, and the
  * path slots.
@@ -13,8 +13,8 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "../../initiator/log.h"
-#include "../../initiator/mpath_priv.h"
+#include "initiator/util/log.h"
+#include "initiator/mpath/mpath_priv.h"
 
 static struct iscsi_cmd_result check(uint8_t key, uint8_t asc, uint8_t ascq)
 {

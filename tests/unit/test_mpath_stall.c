@@ -1,13 +1,13 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * initiator/mpath_stall.c without sessions: the stall watch's bounds from
+ * initiator/mpath/mpath_stall.c without sessions: the stall watch's bounds from
  * a path's latency (floors, p99 multiples, caps), the recent part of a
  * histogram, and the decision (ping, keep, drop) on a session's state.
  */
 #include <criterion/criterion.h>
 #include <string.h>
 
-#include "../../initiator/mpath_priv.h"
+#include "initiator/mpath/mpath_priv.h"
 
 /* A histogram of n commands of us microseconds each. */
 static void hist(uint64_t h[LAT_BUCKETS], uint64_t us, uint64_t n)

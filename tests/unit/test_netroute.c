@@ -1,5 +1,5 @@
 /* SPDX-License-Identifier: MIT */
-/* initiator/netroute.c: RTM_GETROUTE lookups of the loopback routes (no root, no network). */
+/* initiator/net/netroute.c: RTM_GETROUTE lookups of the loopback routes (no root, no network). */
 #include <criterion/criterion.h>
 #include <arpa/inet.h>
 #include <errno.h>
@@ -8,7 +8,7 @@
 #include <string.h>
 #include <sys/un.h>
 
-#include "../../initiator/netroute.h"
+#include "initiator/net/netroute.h"
 
 static struct sockaddr_in v4(const char *text)
 {

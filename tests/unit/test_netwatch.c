@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * initiator/netwatch.c: rtnetlink link and route messages parsed into
+ * initiator/net/netwatch.c: rtnetlink link and route messages parsed into
  * events, and the watcher's start and stop (no root: the changes
  * themselves are made by tests/recovery/netroute.sh).
  */
@@ -13,7 +13,7 @@
 #include <string.h>
 #include <time.h>
 
-#include "../../initiator/netwatch.h"
+#include "initiator/net/netwatch.h"
 
 Test(netwatch, link_down_and_up)
 {

@@ -13,9 +13,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "../../cache/bcache.h"
-#include "../../cache/bcache_blk.h"
-#include "../../cache/blkio.h"
+#include "cache/bcache/bcache.h"
+#include "cache/bcache/bcache_blk.h"
+#include "cache/blkio/blkio.h"
 
 void *__real_malloc(size_t size);
 void *__real_calloc(size_t n, size_t size);

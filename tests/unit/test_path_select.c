@@ -1,9 +1,9 @@
 /* SPDX-License-Identifier: MIT */
-/* initiator/path_select.c: round-robin and least outstanding over path snapshots. */
+/* initiator/mpath/path_select.c: round-robin and least outstanding over path snapshots. */
 #include <criterion/criterion.h>
 #include <errno.h>
 
-#include "../../initiator/path_select.h"
+#include "initiator/mpath/path_select.h"
 
 Test(path_select, parse_and_names)
 {

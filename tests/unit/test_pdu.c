@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * Unit tests for the iSCSI PDU codec (initiator/pdu.c, RFC 7143 §11).
+ * Unit tests for the iSCSI PDU codec (initiator/wire/pdu.c, RFC 7143 §11).
  */
 #include <criterion/criterion.h>
 
@@ -8,7 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "pdu.h"
+#include "initiator/wire/pdu.h"
 
 static const uint8_t all_opcodes[] = {
 	ISCSI_OP_NOP_OUT,      ISCSI_OP_SCSI_CMD,   ISCSI_OP_TASK_MGMT_REQ,

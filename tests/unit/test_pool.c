@@ -7,7 +7,7 @@
 #include <stdint.h>
 #include <unistd.h>
 
-#include "../../cache/pool.h"
+#include "cache/pool/pool.h"
 
 Test(pool, slices_are_distinct_aligned_and_inside)
 {

@@ -1,9 +1,9 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * Unit tests for the logical block provisioning commands of
- * initiator/scsi.c (UNMAP, WRITE SAME(16), GET LBA STATUS: exact CDB and
+ * initiator/scsi/scsi.c (UNMAP, WRITE SAME(16), GET LBA STATUS: exact CDB and
  * parameter list bytes, the LBA status parser on what tgtd sends and on
- * lying data) and for the request planner of cache/discard.c.
+ * lying data) and for the request planner of cache/blkio/discard.c.
  */
 #include <criterion/criterion.h>
 
@@ -11,8 +11,8 @@
 #include <stdint.h>
 #include <string.h>
 
-#include "discard.h"
-#include "scsi.h"
+#include "cache/blkio/discard.h"
+#include "initiator/scsi/scsi.h"
 
 static void expect_bytes(const uint8_t *got, size_t got_len, const uint8_t *want, size_t want_len, size_t span)
 {
@@ -186,7 +186,7 @@ Test(lba_status, bad)
 	cr_assert_eq(scsi_parse_lba_status(b, sizeof(b), d, 4, &c, &more), -EPROTO);
 }
 
-/* ================= cache/discard.c planner ================= */
+/* ================= cache/blkio/discard.c planner ================= */
 
 /* What tgtd 1.0.85 reports for a LUN with thin_provisioning=1. */
 static struct iscsi_lun_info tgtd_thin(void)

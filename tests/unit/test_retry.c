@@ -1,12 +1,12 @@
 /* SPDX-License-Identifier: MIT */
-/* The retry thread (cache/retry.c): order, delays, drain, destroy, counters and the UNIT ATTENTION hook. */
+/* The retry thread (cache/blkio/retry.c): order, delays, drain, destroy, counters and the UNIT ATTENTION hook. */
 #include <criterion/criterion.h>
 #include <errno.h>
 #include <pthread.h>
 #include <stdatomic.h>
 #include <unistd.h>
 
-#include "../../cache/retry.h"
+#include "cache/blkio/retry.h"
 
 struct item {
 	struct blk_retry_item it; /* first member: the item is the struct */

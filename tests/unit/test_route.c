@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * gateway/route.c without a mount or a target: the checks every LUN
+ * gateway/fs/route.c without a mount or a target: the checks every LUN
  * operation shares (gone, read-only, O_DIRECT alignment), the choice
  * between the block cache and block I/O, and the one errno mapping of
  * submission and completion codes.  The cache and block I/O calls are
@@ -12,8 +12,8 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "../../gateway/gateway.h"
-#include "../../gateway/route.h"
+#include "gateway/gateway.h"
+#include "gateway/fs/route.h"
 
 /* ---- the stub backend ---- */
 

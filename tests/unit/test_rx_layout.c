@@ -1,13 +1,13 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * gateway/rx_layout.h: where a FUSE reader reads a request into a pool
+ * gateway/fuse/rx_layout.h: where a FUSE reader reads a request into a pool
  * slice so that a WRITE's data lands page aligned one page in, with the
  * header sizes checked against the kernel's (linux/fuse.h).
  */
 #include <criterion/criterion.h>
 #include <linux/fuse.h>
 
-#include "../../gateway/rx_layout.h"
+#include "gateway/fuse/rx_layout.h"
 
 Test(rx_layout, header_sizes_are_the_kernels)
 {

@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * Unit tests for initiator/scsi.c and initiator/scsi_errno.c: exact CDB
+ * Unit tests for initiator/scsi/scsi.c and initiator/scsi/scsi_errno.c: exact CDB
  * bytes, parsers fed with what a Linux tgtd returns and with truncated or
  * lying data, and every row of the status/sense -> errno table.
  */
@@ -10,7 +10,7 @@
 #include <stdint.h>
 #include <string.h>
 
-#include "scsi.h"
+#include "initiator/scsi/scsi.h"
 
 #define ARRAY_SIZE(a) (sizeof(a) / sizeof((a)[0]))
 

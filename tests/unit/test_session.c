@@ -20,8 +20,8 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "../../initiator/clock.h"
-#include "../../initiator/session.h"
+#include "initiator/util/clock.h"
+#include "initiator/session/session.h"
 
 #define MAX_CONNS 16
 #define MAX_SEEN 256

@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * gateway/settings.c and mpath_opts.c: the multipath options from the
+ * gateway/settings/settings.c and mpath_opts.c: the multipath options from the
  * command line and the configuration file (portal=, multipath=, sessions=,
  * path_selector=) and their accessors.
  */
@@ -11,7 +11,7 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "../../gateway/settings.h"
+#include "gateway/settings/settings.h"
 
 #define URL "iscsi://198.51.100.1/iqn.2026-11.org.example:disk"
 

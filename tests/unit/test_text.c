@@ -4,8 +4,8 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "iser.h"
-#include "text.h"
+#include "initiator/iser/iser.h"
+#include "initiator/wire/text.h"
 
 /* compare a buffer with a literal that contains NULs */
 #define assert_bytes(buf, len, lit)                                                                  \

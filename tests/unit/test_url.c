@@ -4,7 +4,7 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "url.h"
+#include "initiator/net/url.h"
 
 static struct iscsi_url u;
 static char err[256];
