@@ -561,11 +561,13 @@ static size_t rx_header_len(const struct tcp_conn *c)
  */
 static int rx_drain(struct tcp_conn *c)
 {
+	bool drained = false;
 	for (;;) {
 		int rc = rx_parse(c);
-		if (rc)
+		if (rc || drained)
 			return rc;
 		ssize_t r;
+		size_t asked;
 		if (c->in_datain) {
 			struct iovec iov[4] = {
 				{c->dest, c->dest_left},
@@ -573,6 +575,7 @@ static int rx_drain(struct tcp_conn *c)
 				{c->dig_buf + (c->dig_len - c->dig_left), c->dig_left},
 				{c->rxbuf, c->rx_exact ? rx_header_len(c) : c->rxcap},
 			};
+			asked = iov[0].iov_len + iov[1].iov_len + iov[2].iov_len + iov[3].iov_len;
 			r = readv(c->fd, iov, 4);
 			if (r > 0 && (rc = rx_placed(c, (size_t)r)))
 				return rc;
@@ -582,10 +585,15 @@ static int rx_drain(struct tcp_conn *c)
 			size_t room = min_size(c->rxcap - c->rxend, RX_BATCH);
 			if (c->rx_exact && c->rxend - c->rxstart < rx_header_len(c))
 				room = min_size(room, rx_header_len(c) - (c->rxend - c->rxstart)); /* the rest of the next header */
+			asked = room;
 			r = read(c->fd, c->rxbuf + c->rxend, room);
 			if (r > 0)
 				c->rxend += (size_t)r;
 		}
+		/* A short read emptied the socket: parse what came, then back to
+		 * poll (level-triggered) instead of a read that would say EAGAIN. */
+		if (r > 0 && (size_t)r < asked)
+			drained = true;
 		if (r == 0)
 			return -ECONNRESET;
 		if (r < 0) {
