@@ -1,6 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * The FUSE gateway: one directory of LUN files backed by one iSCSI session.
+ * The FUSE gateway: one directory of the LUN files of one iSCSI target,
+ * through a multipath set of sessions (one per path), or one session alone.
  * State is set up before the FUSE loop starts and read-only afterwards,
  * except what blk_dev guards itself and the LUN table, which the rescan
  * thread extends and marks (rescan.c; atomics, see docs/design.md).  The
@@ -38,8 +39,8 @@ struct gw_lun {
 	_Atomic bool gone;      /* no longer reported by the target (rescan.c): set release, read acquire */
 	struct bcache_dev *cdev; /* NULL: no block cache */
 	/*
-	 * Attributes kept for the life of the mount (fs.c): chmod, chown and
-	 * utimens set them, under fs.c's attribute lock; set when the slot is
+	 * Attributes kept for the life of the mount (fs/fs_attr.c): chmod, chown
+	 * and utimens set them, under fs_attr.c's attr_lock; set when the slot is
 	 * first filled (gw_lun_attr_init), kept when the LUN comes back.
 	 */
 	mode_t mode;            /* permission bits; the write bits are hidden while ro */

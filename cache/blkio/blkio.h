@@ -4,8 +4,13 @@
  * WRITE, SYNCHRONIZE CACHE) whose payload lives in one pool slice.
  * Offsets and lengths that are not multiples of the logical block size are
  * handled by read-modify-write of the edge blocks, serialised against
- * overlapping writes.  Asynchronous: callbacks run on the transport's
- * event thread (or on the caller's thread when submission fails at once).
+ * overlapping writes.  Asynchronous: callbacks run on whichever thread
+ * completes the session's command (the event thread; a submitter's thread
+ * whose direct send completes a command answered meanwhile; the recovery
+ * thread at the replacement timeout; the thread closing the session; the
+ * mpath thread for held commands), on the retry thread when a delayed
+ * re-submission fails at once, or on the caller's thread when submission
+ * fails at once.
  *
  * Slice layout: [payload area: max_io + 2 blocks][scratch: 2 blocks].
  * A write prepared in a slice the caller already holds
@@ -45,7 +50,7 @@ struct blk_wnode;
  * iscsi_session_* functions; a unit test replaces them with a fake through
  * blk_dev_init_ops.  Same contracts as iscsi_session_submit and
  * iscsi_session_max_cmd_bytes (session.h): submit copies *cmd, returns 0
- * (cmd->cb called exactly once, on the event thread) or a negative errno
+ * (cmd->cb called exactly once, on one of the threads above) or a negative errno
  * (-ENOTCONN, -EINVAL; cb not called); max_cmd_bytes is the most payload
  * bytes one command may move, 0 for no limit.
  */

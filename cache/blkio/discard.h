@@ -6,7 +6,7 @@
  * for SEEK_DATA/SEEK_HOLE.  Byte ranges not aligned to the logical block
  * size get their partial edge blocks zeroed through blk_write (read-modify-
  * write, serialised against overlapping writes).  Asynchronous like
- * blkio.c: callbacks run on the transport's event thread, or on the
+ * blkio.c: callbacks run on the threads blkio.h names, or on the
  * caller's thread when nothing had to be sent.
  */
 #ifndef ISERFUSE_DISCARD_H

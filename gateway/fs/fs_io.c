@@ -18,7 +18,8 @@
 
 /* ---- route.c's answers ---- */
 
-/* Replies point into cache blocks or the read's slice: no copy. */
+/* Replies point into cache blocks or the read's slice: no copy over /dev/fuse;
+ * over the FUSE rings fuse_uring.c copies each reply into its ring entry. */
 static void reply_read(void *arg, int err, const struct iovec *iov, int n)
 {
 	fuse_req_t req = arg;

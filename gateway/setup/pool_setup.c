@@ -18,7 +18,9 @@
 /*
  * Requests the kernel may have outstanding beyond the payload slices (reads
  * waiting for cache fills and punches hold none): max_background (128,
- * fs.c) and the FUSE worker threads.  Sizes the sets of request contexts.
+ * fs/fs.c) and 32 more: fewer than the readers -o max_threads allows (256
+ * by default), so a handler may find a set empty and wait (ctxpool_get).
+ * Sizes the sets of request contexts.
  */
 #define GW_CTX_EXTRA 160u
 

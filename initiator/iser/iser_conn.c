@@ -11,7 +11,7 @@
  *   conn_open_cm         CM event channel + CM ID       conn_close_cm
  *   conn_resolve_addr    ADDR_RESOLVED                  -
  *   conn_resolve_route   ROUTE_RESOLVED                 -
- *   iser_ctx_attach      PD + pool MR, once per mount   iser_ctx_destroy
+ *   iser_ctx_attach      PD + pool MR, once per mount   - (the mount's: iser_ctx_destroy)
  *   conn_size            query the device, queue sizes  -
  *   conn_create_cq       completion channel + CQ        conn_destroy_cq
  *   conn_create_qp       the RC QP                      conn_destroy_qp

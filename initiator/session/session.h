@@ -6,7 +6,9 @@
  * InitialR2T=No) and solicited (R2T) data, NOP-In answers, Logout.
  *
  * Threads: any thread may submit; completions run on the transport's
- * event thread (or on the session's recovery thread, see below), without
+ * event thread (or on a submitter's thread whose direct send completes a
+ * command answered meanwhile, the session's recovery thread, see below,
+ * or the thread closing the session), without
  * the session lock held.  The session owns its transport.  Payload buffers
  * belong to the caller and must stay valid (and, for a READ, untouched)
  * until the completion callback.
@@ -61,7 +63,7 @@ struct iscsi_cmd {
 	enum iscsi_dir dir;
 	void *buf;            /* payload, len bytes; owned by the caller (a pool slice) */
 	uint32_t len;         /* Expected Data Transfer Length, bytes */
-	iscsi_cmd_cb cb;      /* completion, on the event thread */
+	iscsi_cmd_cb cb;      /* completion, on the event thread (or see Threads above) */
 	void *arg;
 };
 
