@@ -23,7 +23,7 @@
 #include <strings.h>
 #include <unistd.h>
 
-#include "initiator/mpath/alua.h"
+#include "initiator/scsi/alua.h"
 #include "initiator/transport/cancel.h"
 #include "initiator/login/discovery.h"
 #include "initiator/scsi/lun_ident.h"

@@ -17,7 +17,7 @@
 #include <strings.h>
 #include <unistd.h>
 
-#include "initiator/mpath/alua.h"
+#include "initiator/scsi/alua.h"
 #include "initiator/login/discovery.h"
 #include "initiator/iser/iser.h"
 #include "initiator/util/log.h"

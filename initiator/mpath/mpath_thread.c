@@ -12,7 +12,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "alua.h"
+#include "initiator/scsi/alua.h"
 #include "initiator/util/clock.h"
 #include "initiator/util/log.h"
 #include "initiator/util/thread.h"

@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * libFuzzer harness for the ALUA parsers a target feeds (initiator/mpath/alua.c):
+ * libFuzzer harness for the ALUA parsers a target feeds (initiator/scsi/alua.c):
  * REPORT TARGET PORT GROUPS parameter data (alua_parse_rtpg) and the port
  * ids of VPD 0x83 (scsi_parse_vpd_devid, then alua_port_ids, as a LUN
  * probe does).
@@ -16,7 +16,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "initiator/mpath/alua.h"
+#include "initiator/scsi/alua.h"
 #include "initiator/scsi/scsi.h"
 
 #define CHECK(cond)                                                                   \

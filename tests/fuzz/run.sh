@@ -68,7 +68,7 @@ vpd) sources=(initiator/scsi/scsi.c) ;;
 url) sources=(initiator/net/url.c) ;;
 login) sources=(initiator/login/login.c initiator/wire/text.c initiator/login/chap.c initiator/wire/pdu.c initiator/util/log.c
 	initiator/transport/cancel.c) libs=(-lnettle) ;;
-rtpg) sources=(initiator/mpath/alua.c initiator/scsi/scsi.c) ;;
+rtpg) sources=(initiator/scsi/alua.c initiator/scsi/scsi.c) ;;
 sendtargets) sources=(initiator/login/discovery.c initiator/net/portal_addr.c initiator/login/login.c initiator/wire/text.c initiator/login/chap.c initiator/wire/pdu.c
 	initiator/util/log.c initiator/transport/cancel.c) libs=(-lnettle) ;;
 *) usage ;;

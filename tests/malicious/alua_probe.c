@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * ALUA as our initiator sees it (initiator/mpath/alua.c, alua_query.c, the LUN
+ * ALUA as our initiator sees it (initiator/scsi/alua.c, alua_query.c, the LUN
  * probe), for tests/malicious/alua.sh:
  *
  *   alua_probe HOST PORT TARGET LUN
@@ -27,7 +27,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "initiator/mpath/alua.h"
+#include "initiator/scsi/alua.h"
 #include "initiator/scsi/lun.h"
 #include "initiator/session/session.h"
 #include "initiator/wire/text.h"

@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * initiator/mpath/alua.c: ALUA state names and ranks, REPORT TARGET PORT GROUPS
+ * initiator/scsi/alua.c: ALUA state names and ranks, REPORT TARGET PORT GROUPS
  * data in both formats (and hostile variants of it), the port designators
  * of VPD 0x83 as LIO sends them, sense classes, the TPGS bits, the CDB.
  * Hostile inputs are copied into heap buffers of exactly their length, so
@@ -11,7 +11,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "initiator/mpath/alua.h"
+#include "initiator/scsi/alua.h"
 
 /* A heap copy of n bytes (n may be 0): reading past it is caught by ASan. */
 static uint8_t *dup_exact(const uint8_t *src, size_t n)
