@@ -6,6 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "initiator/util/defaults.h"
 #include "initiator/util/log.h"
 #include "initiator/mpath/mpath.h"
 #include "initiator/scsi/scsi.h"
@@ -81,7 +82,7 @@ int blk_dev_init_ops(struct blk_dev *d, struct iscsi_session *s, const struct bl
 	atomic_init(&d->retry, NULL);
 	d->use16 = info->use16;
 	d->max_io = max_io;
-	d->retry_budget_ms = 30000;
+	d->retry_budget_ms = ISCSI_CMD_TIMEOUT_DEFAULT_S * 1000u; /* until blk_dev_set_retry */
 	if (buf_pool_slice_size(pool) < max_io + 4u * d->bs)
 		return -EINVAL;
 	uint64_t maxb = 0xffff; /* keeps 10-byte CDBs possible and bursts moderate */

@@ -15,6 +15,7 @@
 
 #include "alua.h"
 #include "initiator/util/clock.h"
+#include "initiator/util/defaults.h"
 #include "initiator/util/log.h"
 
 int mp_alua_rank(int state)
@@ -326,7 +327,7 @@ struct iscsi_session *mpath_ctl_session(struct mpath *m)
 
 int mpath_create(const struct mpath_config *cfg, struct mpath **out)
 {
-	if (!cfg->queue_depth || cfg->queue_depth > 4096)
+	if (!cfg->queue_depth || cfg->queue_depth > ISCSI_QUEUE_DEPTH_MAX)
 		return -EINVAL;
 	struct mpath *m = calloc(1, sizeof(*m));
 	if (!m)

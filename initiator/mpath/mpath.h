@@ -55,7 +55,7 @@ struct mpath;
 struct mpath_path;
 
 struct mpath_config {
-	unsigned queue_depth;         /* most commands in flight from ordinary threads, all paths together (1..4096) */
+	unsigned queue_depth;         /* most commands in flight from ordinary threads, all paths together (1..ISCSI_QUEUE_DEPTH_MAX) */
 	int replacement_timeout_ms;   /* with no usable path, held commands fail this long after the last path went */
 	enum path_sel_policy policy;
 	/*

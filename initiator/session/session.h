@@ -34,6 +34,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "initiator/util/defaults.h"
 #include "initiator/util/latency.h"
 #include "initiator/login/login.h"
 #include "initiator/scsi/scsi.h"
@@ -73,11 +74,12 @@ struct iscsi_session_config {
 	char initiator_name[ISCSI_NAME_MAX];
 	char target_name[ISCSI_NAME_MAX];
 	struct iscsi_neg_config neg;
-	unsigned queue_depth;  /* task slots: most commands outstanding at once (1..4096) */
+	unsigned queue_depth;  /* task slots: most commands outstanding at once (1..ISCSI_QUEUE_DEPTH_MAX,
+	                        * larger is clamped; 0: ISCSI_QUEUE_DEPTH_DEFAULT, initiator/util/defaults.h) */
 	int timeout_ms;        /* connect and login timeout */
 	int cmd_timeout_ms;    /* a command older than this gets ABORT TASK, LU RESET, then a drop; 0 = never */
 	int noop_interval_ms;  /* NOP-Out ping after this long without a PDU from the target; 0 = off */
-	int noop_timeout_ms;   /* no PDU within this long after a ping drops the connection */
+	int noop_timeout_ms;   /* no PDU within this long after a ping drops the connection; <= 0: ISCSI_NOOP_TIMEOUT_DEFAULT_S */
 	/*
 	 * After a connection loss, commands still pending this long fail with
 	 * -ETIMEDOUT and new ones with -ENOTCONN until the session is back;

@@ -23,6 +23,7 @@
 #include <stdint.h>
 
 #include "initiator/util/clock.h"
+#include "initiator/util/defaults.h"
 #include "initiator/util/latency.h"
 #include "initiator/util/log.h"
 #include "initiator/login/login.h"
@@ -67,7 +68,7 @@
 #define ITT_GEN_PING 0xfffdu
 #define ITT_GEN_LOGOUT 0xfffeu
 #define ITT_GEN_RESERVED 0xffffu
-#define TASKS_MAX (2 * 4096 + 8) /* task slots at the largest queue_depth (iscsi_session_open) */
+#define TASKS_MAX (2 * ISCSI_QUEUE_DEPTH_MAX + 8) /* task slots at the largest queue_depth (iscsi_session_open) */
 static_assert(ITT_GEN_TMF < ITT_GEN_PING && ITT_GEN_PING < ITT_GEN_LOGOUT && ITT_GEN_LOGOUT < ITT_GEN_RESERVED,
 	      "the reserved ITT generations are distinct and above every task generation");
 static_assert((ISCSI_RESERVED_TAG >> 16) == ITT_GEN_RESERVED, "the reserved tag lies in the last generation");
