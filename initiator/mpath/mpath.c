@@ -181,7 +181,7 @@ enum mp_verdict mp_judge(const struct iscsi_cmd_result *res, int *alua_state)
 	switch (res->err) {
 	case 0:
 		break;
-	case -ETIMEDOUT:   /* handed back at the loss (replacement timeout 0) */
+	case -ETIMEDOUT:   /* handed back at the loss (hand_back) */
 	case -ECONNRESET:
 	case -ENOTCONN:
 	case -ENETDOWN:

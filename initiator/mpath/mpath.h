@@ -8,8 +8,8 @@
  * A command goes down the best usable path (ALUA: active/optimized before
  * active/non-optimized; standby, unavailable, transitioning, offline not
  * used; within the group the path selector of path_select.h).  When its
- * path is lost (the session hands it back: -ETIMEDOUT with replacement
- * timeout 0, see iscsi_session_set_replacement_timeout) or the target
+ * path is lost (the session hands it back: -ETIMEDOUT, see
+ * iscsi_session_set_hand_back) or the target
  * says the path cannot do it now (ALUA standby/unavailable/transitioning
  * sense, ASYMMETRIC ACCESS STATE CHANGED), it is re-issued at once on
  * another usable path, whole (a WRITE is re-sent from the caller's

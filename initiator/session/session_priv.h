@@ -357,6 +357,16 @@ int sess_hook_rx_pdu(void *arg, const uint8_t *bhs, const uint8_t *data, uint32_
 /* task_owns hook: whether ITT itt is outstanding with its buffer at buf, at least len bytes. */
 bool sess_hook_task_owns(void *arg, uint32_t itt, const void *buf, uint32_t len);
 
+/*
+ * How long after a loss pending commands wait for the session to come
+ * back, in ms: 0 when they are handed back (cfg.hand_back), else the
+ * replacement timeout.  Lock held.
+ */
+static inline int64_t sess_replacement_ms(const struct iscsi_session *s)
+{
+	return s->cfg.hand_back ? 0 : s->cfg.replacement_timeout_ms;
+}
+
 /* The level of a line about a loss or reinstatement: debug in a multipath set (its layer logs the event).  Lock held. */
 static inline enum log_level sess_path_level(const struct iscsi_session *s, enum log_level level)
 {

@@ -29,7 +29,7 @@
 
 /* Keep-alive (RFC 7143 §11.18), in seconds: a NOP-Out after this long idle (-o noop_interval=). */
 #define ISCSI_NOOP_INTERVAL_DEFAULT_S 5
-/* ... and no answer this long after it drops the connection (-o noop_timeout=; also with noop_timeout 0). */
+/* ... and no answer this long after it drops the connection (-o noop_timeout=; a session given none). */
 #define ISCSI_NOOP_TIMEOUT_DEFAULT_S 5
 
 /* After a connection loss, commands still pending this long, in seconds, fail (-o replacement_timeout=). */
