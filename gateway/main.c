@@ -27,6 +27,7 @@
 #include <unistd.h>
 
 #include "initiator/iser/iser.h"
+#include "initiator/util/defaults.h"
 #include "initiator/util/log.h"
 #include "initiator/util/thread.h"
 #include "initiator/net/url.h"
@@ -401,7 +402,7 @@ static int mount_connect(struct mount *m)
 		return -1;
 	}
 	long long cmd_timeout = gw_settings_num(o, GW_OPT_CMD_TIMEOUT);
-	g->retry_budget_ms = (uint32_t)(cmd_timeout > 0 ? cmd_timeout : 30) * 1000u;
+	g->retry_budget_ms = (uint32_t)(cmd_timeout > 0 ? cmd_timeout : ISCSI_CMD_TIMEOUT_DEFAULT_S) * 1000u;
 	thread_quiet_begin(&oldmask);
 	int qrc = blk_retry_create(&g->retry);
 	thread_quiet_end(&oldmask);

@@ -6,6 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "initiator/util/defaults.h"
 #include "initiator/util/log.h"
 #include "initiator/mpath/mpath.h"
 #include "initiator/scsi/scsi.h"
@@ -40,19 +41,33 @@ struct blk_req {
 	void *arg;
 };
 
-const struct blk_session_ops blk_session_ops_iscsi = {
-	.submit = iscsi_session_submit,
-	.max_cmd_bytes = iscsi_session_max_cmd_bytes,
-};
-
-static int mpath_submit_op(struct iscsi_session *s, const struct iscsi_cmd *cmd)
+static int session_submit_op(void *backend, const struct iscsi_cmd *cmd)
 {
-	return mpath_submit((struct mpath *)s, cmd);
+	struct iscsi_session *s = backend;
+	return iscsi_session_submit(s, cmd);
 }
 
-static uint32_t mpath_max_op(const struct iscsi_session *s)
+static uint32_t session_max_op(const void *backend)
 {
-	return mpath_max_cmd_bytes((const struct mpath *)s);
+	const struct iscsi_session *s = backend;
+	return iscsi_session_max_cmd_bytes(s);
+}
+
+const struct blk_session_ops blk_session_ops_iscsi = {
+	.submit = session_submit_op,
+	.max_cmd_bytes = session_max_op,
+};
+
+static int mpath_submit_op(void *backend, const struct iscsi_cmd *cmd)
+{
+	struct mpath *m = backend;
+	return mpath_submit(m, cmd);
+}
+
+static uint32_t mpath_max_op(const void *backend)
+{
+	const struct mpath *m = backend;
+	return mpath_max_cmd_bytes(m);
 }
 
 const struct blk_session_ops blk_session_ops_mpath = {
@@ -66,11 +81,11 @@ int blk_dev_init(struct blk_dev *d, struct iscsi_session *s, struct buf_pool *po
 	return blk_dev_init_ops(d, s, &blk_session_ops_iscsi, pool, info, max_io);
 }
 
-int blk_dev_init_ops(struct blk_dev *d, struct iscsi_session *s, const struct blk_session_ops *ops,
+int blk_dev_init_ops(struct blk_dev *d, void *backend, const struct blk_session_ops *ops,
 		     struct buf_pool *pool, const struct iscsi_lun_info *info, size_t max_io)
 {
 	memset(d, 0, sizeof(*d));
-	d->s = s;
+	d->backend = backend;
 	d->ops = ops;
 	d->pool = pool;
 	d->lun_field = info->lun_field;
@@ -81,13 +96,13 @@ int blk_dev_init_ops(struct blk_dev *d, struct iscsi_session *s, const struct bl
 	atomic_init(&d->retry, NULL);
 	d->use16 = info->use16;
 	d->max_io = max_io;
-	d->retry_budget_ms = 30000;
+	d->retry_budget_ms = ISCSI_CMD_TIMEOUT_DEFAULT_S * 1000u; /* until blk_dev_set_retry */
 	if (buf_pool_slice_size(pool) < max_io + 4u * d->bs)
 		return -EINVAL;
 	uint64_t maxb = 0xffff; /* keeps 10-byte CDBs possible and bursts moderate */
 	if (info->have_block_limits && info->bl.max_xfer_len && info->bl.max_xfer_len < maxb)
 		maxb = info->bl.max_xfer_len;
-	uint32_t cap = ops->max_cmd_bytes(s); /* the transport's own limit (iSER) */
+	uint32_t cap = ops->max_cmd_bytes(backend); /* the transport's own limit (iSER) */
 	if (cap && cap / d->bs < maxb)
 		maxb = cap / d->bs;
 	d->max_xfer_blocks = (uint32_t)maxb;
@@ -279,7 +294,7 @@ static void submit(struct blk_req *r)
 		break;
 	}
 	r->cur_blk = n;
-	int rc = d->ops->submit(d->s, &cmd);
+	int rc = d->ops->submit(d->backend, &cmd);
 	if (rc)
 		finish(r, rc == -ENOTCONN ? -EIO : rc);
 }

@@ -45,33 +45,34 @@ struct blk_wnode;
 #define BLK_WBUCKETS 256u
 
 /*
- * What block I/O calls on the session (RFC 7143 §3.2 SCSI commands over
- * one iSCSI session).  blk_dev_init uses blk_session_ops_iscsi, the real
- * iscsi_session_* functions; a unit test replaces them with a fake through
- * blk_dev_init_ops.  Same contracts as iscsi_session_submit and
+ * What block I/O calls on its backend, the object that carries its SCSI
+ * commands (RFC 7143 §3.2 SCSI commands over one iSCSI session, or over
+ * the paths of a multipath set).  The backend is opaque here: its type is
+ * whatever the ops table says (blk_session_ops_iscsi: a struct
+ * iscsi_session; blk_session_ops_mpath: a struct mpath; a unit test's own
+ * fake).  Same contracts as iscsi_session_submit and
  * iscsi_session_max_cmd_bytes (session.h): submit copies *cmd, returns 0
  * (cmd->cb called exactly once, on one of the threads above) or a negative errno
  * (-ENOTCONN, -EINVAL; cb not called); max_cmd_bytes is the most payload
  * bytes one command may move, 0 for no limit.
  */
 struct blk_session_ops {
-	int (*submit)(struct iscsi_session *s, const struct iscsi_cmd *cmd);
-	uint32_t (*max_cmd_bytes)(const struct iscsi_session *s);
+	int (*submit)(void *backend, const struct iscsi_cmd *cmd);
+	uint32_t (*max_cmd_bytes)(const void *backend);
 };
 
-/* The real session: iscsi_session_submit and iscsi_session_max_cmd_bytes. */
+/* The backend is a struct iscsi_session: iscsi_session_submit and iscsi_session_max_cmd_bytes. */
 extern const struct blk_session_ops blk_session_ops_iscsi;
 
 /*
- * A multipath set (initiator/mpath/mpath.h) in place of the session: the
- * pointer passed as the session is a struct mpath (mpath_submit and
- * mpath_max_cmd_bytes, same contracts).
+ * The backend is a multipath set (initiator/mpath/mpath.h), a struct
+ * mpath: mpath_submit and mpath_max_cmd_bytes, same contracts.
  */
 extern const struct blk_session_ops blk_session_ops_mpath;
 
 struct blk_dev {
-	struct iscsi_session *s;
-	const struct blk_session_ops *ops; /* how commands reach s (blk_session_ops_iscsi) */
+	void *backend;                     /* what carries the commands, of the type ops says; not owned */
+	const struct blk_session_ops *ops; /* how commands reach backend (blk_session_ops_iscsi, _mpath) */
 	struct buf_pool *pool;
 	uint64_t lun_field;
 	uint32_t bs;               /* logical block size, bytes */
@@ -119,15 +120,16 @@ int blk_dev_init(struct blk_dev *d, struct iscsi_session *s, struct buf_pool *po
 		 const struct iscsi_lun_info *info, size_t max_io);
 
 /*
- * blk_dev_init with the session reached through ops (not copied: it must
- * outlive d) instead of blk_session_ops_iscsi; s is passed to ops as is and
- * may be any object of the caller's (a unit test's fake session).  The
+ * blk_dev_init with the backend reached through ops (not copied: it must
+ * outlive d) instead of a session through blk_session_ops_iscsi; backend
+ * is passed to ops as is and is of the type ops takes (a struct mpath for
+ * blk_session_ops_mpath, a unit test's fake session).  The
  * most blocks per command (max_xfer_blocks) is 0xffff, clamped to the
  * Block Limits VPD page's MAXIMUM TRANSFER LENGTH (SBC-3 §6.6.4) when info
  * has one and to ops->max_cmd_bytes / block size.  Returns 0, -EINVAL (slice
  * too small) or -ENOMEM.
  */
-int blk_dev_init_ops(struct blk_dev *d, struct iscsi_session *s, const struct blk_session_ops *ops,
+int blk_dev_init_ops(struct blk_dev *d, void *backend, const struct blk_session_ops *ops,
 		     struct buf_pool *pool, const struct iscsi_lun_info *info, size_t max_io);
 void blk_dev_fini(struct blk_dev *d);
 

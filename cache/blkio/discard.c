@@ -218,7 +218,7 @@ static void mid_submit(struct disc_op *op)
 		cmd.cdb_len = (uint8_t)scsi_cdb_write(cmd.cdb, op->lba, op->cur, false);
 		break;
 	}
-	int rc = d->ops->submit(d->s, &cmd);
+	int rc = d->ops->submit(d->backend, &cmd);
 	if (rc)
 		mid_finish(op, rc == -ENOTCONN ? -EIO : rc);
 }
@@ -391,7 +391,7 @@ static void seek_submit(struct seek_op *op)
 	struct iscsi_cmd cmd = {.lun = op->d->lun_field, .cb = seek_done, .arg = op, .dir = ISCSI_DIR_READ,
 				.buf = op->slice, .len = LBA_STATUS_ALLOC};
 	cmd.cdb_len = (uint8_t)scsi_cdb_get_lba_status(cmd.cdb, op->lba, LBA_STATUS_ALLOC);
-	int rc = op->d->ops->submit(op->d->s, &cmd);
+	int rc = op->d->ops->submit(op->d->backend, &cmd);
 	if (rc)
 		seek_finish(op, rc == -ENOTCONN ? -EIO : rc, 0);
 }

@@ -49,8 +49,10 @@ void route_init(const struct route_backend *be, const struct route_sink *s)
 	atomic_store_explicit(&sink, s, memory_order_release);
 }
 
-static const struct route_backend *B(void) { return atomic_load_explicit(&backend, memory_order_acquire); }
-static const struct route_sink *S(void) { return atomic_load_explicit(&sink, memory_order_acquire); }
+/* The block layer's functions in use: route_blk_backend, or the test seam's set by route_init. */
+static const struct route_backend *cur_backend(void) { return atomic_load_explicit(&backend, memory_order_acquire); }
+/* Where completions go: the FUSE replies route_init set (a unit test's recorder in tests). */
+static const struct route_sink *cur_sink(void) { return atomic_load_explicit(&sink, memory_order_acquire); }
 
 int route_errno(int err)
 {
@@ -97,18 +99,18 @@ static void read_done(void *arg, int err, const void *data, size_t len)
 {
 	struct iovec iov = {.iov_base = (void *)data, .iov_len = len};
 	if (err)
-		S()->read_done(arg, route_errno(err), NULL, 0);
+		cur_sink()->read_done(arg, route_errno(err), NULL, 0);
 	else
-		S()->read_done(arg, 0, &iov, 1);
+		cur_sink()->read_done(arg, 0, &iov, 1);
 }
 
 /* Cache blocks or the read's slice: no copy. */
 static void cached_read_done(void *arg, int err, const struct iovec *iov, int n)
 {
 	if (err)
-		S()->read_done(arg, route_errno(err), NULL, 0);
+		cur_sink()->read_done(arg, route_errno(err), NULL, 0);
 	else
-		S()->read_done(arg, 0, iov, n);
+		cur_sink()->read_done(arg, 0, iov, n);
 }
 
 int route_read(struct gw_lun *l, struct gw_file *f, bool o_direct, int64_t off, size_t size, size_t max_io, void *arg)
@@ -119,7 +121,7 @@ int route_read(struct gw_lun *l, struct gw_file *f, bool o_direct, int64_t off, 
 		return EINVAL;
 	uint64_t dev_size = blk_dev_size(&l->dev);
 	if ((uint64_t)off >= dev_size || size == 0) {
-		S()->read_done(arg, 0, NULL, 0); /* end of device */
+		cur_sink()->read_done(arg, 0, NULL, 0); /* end of device */
 		return 0;
 	}
 	if (size > dev_size - (uint64_t)off)
@@ -130,11 +132,11 @@ int route_read(struct gw_lun *l, struct gw_file *f, bool o_direct, int64_t off, 
 	if (!l->cdev)
 		f = NULL;
 	/* O_DIRECT goes around the cache, through it only while it holds blocks of the LUN (they may be newer) */
-	if (l->cdev && !(f && f->direct && B()->bcache_dev_empty(l->cdev)))
-		rc = B()->bcache_read(l->cdev, f ? &f->stream : NULL, (uint64_t)off, size, f && f->direct,
+	if (l->cdev && !(f && f->direct && cur_backend()->bcache_dev_empty(l->cdev)))
+		rc = cur_backend()->bcache_read(l->cdev, f ? &f->stream : NULL, (uint64_t)off, size, f && f->direct,
 				      cached_read_done, arg);
 	else
-		rc = B()->blk_read(&l->dev, (uint64_t)off, size, read_done, arg);
+		rc = cur_backend()->blk_read(&l->dev, (uint64_t)off, size, read_done, arg);
 	return rc ? route_errno(rc) : 0;
 }
 
@@ -187,13 +189,13 @@ static void ctx_put(struct cache_write_ctx *cw)
 static void write_done(void *arg, int err, const void *data, size_t len)
 {
 	(void)data;
-	S()->write_done(arg, route_errno(err), err ? 0 : len);
+	cur_sink()->write_done(arg, route_errno(err), err ? 0 : len);
 }
 
 static void cached_write_done(void *arg, int err, const void *data, size_t len)
 {
 	struct cache_write_ctx *cw = arg;
-	B()->bcache_write_end(cw->cdev, cw->w, err);
+	cur_backend()->bcache_write_end(cw->cdev, cw->w, err);
 	write_done(cw->arg, err, data, len);
 	ctx_put(cw);
 }
@@ -217,12 +219,12 @@ static int write_check(struct gw_lun *l, bool o_direct, int64_t off, size_t *len
 	if ((uint64_t)off >= dev_size) {
 		if (*len)
 			return EFBIG;
-		S()->status_done(arg, 0);
+		cur_sink()->status_done(arg, 0);
 		*answered = true;
 		return 0;
 	}
 	if (*len == 0) {
-		S()->write_done(arg, 0, 0);
+		cur_sink()->write_done(arg, 0, 0);
 		*answered = true;
 		return 0;
 	}
@@ -260,19 +262,19 @@ int route_write_prepare_in(struct gw_lun *l, bool o_direct, int64_t off, size_t 
 	if (err || answered)
 		return err;
 	uint32_t bs = l->dev.bs;
-	if (slice && B()->blk_write_prepare_in && (uint64_t)off % bs == 0 && *len % bs == 0) {
-		*r = B()->blk_write_prepare_in(&l->dev, (uint64_t)off, *len, slice, data);
+	if (slice && cur_backend()->blk_write_prepare_in && (uint64_t)off % bs == 0 && *len % bs == 0) {
+		*r = cur_backend()->blk_write_prepare_in(&l->dev, (uint64_t)off, *len, slice, data);
 		if (*r) {
 			*in_place = true;
 			*payload = data;
 			return 0;
 		}
 	}
-	*r = B()->blk_write_prepare(&l->dev, (uint64_t)off, *len, payload);
+	*r = cur_backend()->blk_write_prepare(&l->dev, (uint64_t)off, *len, payload);
 	return *r ? 0 : EINVAL;
 }
 
-void route_write_cancel(struct blk_req *r) { B()->blk_write_cancel(r); }
+void route_write_cancel(struct blk_req *r) { cur_backend()->blk_write_cancel(r); }
 
 /*
  * With the cache: write-back keeps the data (the slice goes back unsent);
@@ -282,20 +284,20 @@ void route_write_cancel(struct blk_req *r) { B()->blk_write_cancel(r); }
 static void cached_write(struct gw_lun *l, const struct gw_file *f, struct blk_req *r, uint64_t off, size_t len,
 			 const void *payload, void *arg)
 {
-	if (!(f && f->direct) && B()->bcache_write_absorb(l->cdev, off, len, payload)) {
-		B()->blk_write_cancel(r);
-		S()->write_done(arg, 0, len);
+	if (!(f && f->direct) && cur_backend()->bcache_write_absorb(l->cdev, off, len, payload)) {
+		cur_backend()->blk_write_cancel(r);
+		cur_sink()->write_done(arg, 0, len);
 		return;
 	}
 	struct cache_write_ctx *cw = ctx_get();
 	if (!cw) {
-		B()->blk_write_cancel(r);
-		S()->write_done(arg, ENOMEM, 0);
+		cur_backend()->blk_write_cancel(r);
+		cur_sink()->write_done(arg, ENOMEM, 0);
 		return;
 	}
 	*cw = (struct cache_write_ctx){.arg = arg, .cdev = l->cdev};
-	cw->w = B()->bcache_write_begin(l->cdev, off, len, payload);
-	B()->blk_write_submit(r, cached_write_done, cw);
+	cw->w = cur_backend()->bcache_write_begin(l->cdev, off, len, payload);
+	cur_backend()->blk_write_submit(r, cached_write_done, cw);
 }
 
 void route_write_submit(struct gw_lun *l, struct gw_file *f, struct blk_req *r, uint64_t off, size_t len,
@@ -306,7 +308,7 @@ void route_write_submit(struct gw_lun *l, struct gw_file *f, struct blk_req *r, 
 		cached_write(l, f, r, off, len, payload, arg);
 		return;
 	}
-	B()->blk_write_submit(r, write_done, arg);
+	cur_backend()->blk_write_submit(r, write_done, arg);
 }
 
 /* A status alone (discard, zero range, sync) for the sink. */
@@ -314,7 +316,7 @@ static void status_done(void *arg, int err, const void *data, size_t len)
 {
 	(void)data;
 	(void)len;
-	S()->status_done(arg, route_errno(err));
+	cur_sink()->status_done(arg, route_errno(err));
 }
 
 static void discard_done(void *arg, int err, const void *data, size_t len)
@@ -323,7 +325,7 @@ static void discard_done(void *arg, int err, const void *data, size_t len)
 	blk_done_fn done = dc->done;
 	void *done_arg = dc->arg;
 	if (dc->cdev)
-		B()->bcache_write_end(dc->cdev, dc->w, err);
+		cur_backend()->bcache_write_end(dc->cdev, dc->w, err);
 	ctx_put(dc);
 	done(done_arg, err, data, len);
 }
@@ -344,11 +346,11 @@ static int discard(struct gw_lun *l, uint64_t start, uint64_t end, bool punch, c
 	stamp_write(l); /* the range's bytes change: mtime and ctime move */
 	*dc = (struct cache_write_ctx){.arg = arg, .cdev = l->cdev, .done = done};
 	if (dc->cdev) /* cached blocks of the range become zeroes, as the LUN's will */
-		dc->w = B()->bcache_write_begin(dc->cdev, start, end - start, NULL);
-	int rc = B()->blk_discard(&l->dev, &caps, start, end - start, punch, what, discard_done, dc);
+		dc->w = cur_backend()->bcache_write_begin(dc->cdev, start, end - start, NULL);
+	int rc = cur_backend()->blk_discard(&l->dev, &caps, start, end - start, punch, what, discard_done, dc);
 	if (rc) {
 		if (dc->cdev)
-			B()->bcache_write_end(dc->cdev, dc->w, rc);
+			cur_backend()->bcache_write_end(dc->cdev, dc->w, rc);
 		ctx_put(dc);
 		return route_errno(rc);
 	}
@@ -371,7 +373,7 @@ int route_fallocate(struct gw_lun *l, int mode, int64_t off, int64_t len, void *
 	if (end > size && !(mode & FALLOC_FL_KEEP_SIZE))
 		return EFBIG; /* the file would have to grow */
 	if ((!punch && !zero) || start >= size) {
-		S()->status_done(arg, 0); /* the blocks already exist, or nothing of the LUN is in the range */
+		cur_sink()->status_done(arg, 0); /* the blocks already exist, or nothing of the LUN is in the range */
 		return 0;
 	}
 	return discard(l, start, end > size ? size : end, punch, NULL, status_done, arg);
@@ -383,7 +385,7 @@ static void truncate_done(void *arg, int err, const void *data, size_t len)
 	int e = route_errno(err);
 	(void)data;
 	(void)len;
-	S()->truncate_done(arg, e == 0 || e == ENOSPC || e == EROFS ? e : EIO);
+	cur_sink()->truncate_done(arg, e == 0 || e == ENOSPC || e == EROFS ? e : EIO);
 }
 
 int route_truncate(struct gw_lun *l, int64_t size, void *arg)
@@ -396,7 +398,7 @@ int route_truncate(struct gw_lun *l, int64_t size, void *arg)
 	if (size < 0 || (uint64_t)size > cap)
 		return EFBIG;
 	if ((uint64_t)size == cap) {
-		S()->truncate_done(arg, 0);
+		cur_sink()->truncate_done(arg, 0);
 		return 0;
 	}
 	return discard(l, (uint64_t)size, cap, true, "zeroing after truncate", truncate_done, arg);
@@ -404,13 +406,16 @@ int route_truncate(struct gw_lun *l, int64_t size, void *arg)
 
 /* ---- SEEK_DATA / SEEK_HOLE ---- */
 
-static void seek_done(void *arg, int err, uint64_t result) { S()->seek_done(arg, route_errno(err), err ? 0 : result); }
+static void seek_done(void *arg, int err, uint64_t result)
+{
+	cur_sink()->seek_done(arg, route_errno(err), err ? 0 : result);
+}
 
 static void seek_after_writeback(void *arg, int err, const void *data, size_t len)
 {
 	(void)data;
 	(void)len;
-	B()->blk_seek_start(arg, err);
+	cur_backend()->blk_seek_start(arg, err);
 }
 
 int route_seek(struct gw_lun *l, int64_t off, int whence, void *arg)
@@ -425,7 +430,7 @@ int route_seek(struct gw_lun *l, int64_t off, int whence, void *arg)
 	discard_caps_from_info(&caps, &l->info);
 	bool hole = whence == SEEK_HOLE;
 	if (!l->cdev) {
-		int rc = B()->blk_seek(&l->dev, &caps, (uint64_t)off, hole, seek_done, arg);
+		int rc = cur_backend()->blk_seek(&l->dev, &caps, (uint64_t)off, hole, seek_done, arg);
 		return rc ? route_errno(rc) : 0;
 	}
 	/*
@@ -434,12 +439,12 @@ int route_seek(struct gw_lun *l, int64_t off, int whence, void *arg)
 	 * dirty blocks back first; then the target's answer covers them.
 	 */
 	int rc;
-	struct seek_op *op = B()->blk_seek_prepare(&l->dev, &caps, (uint64_t)off, hole, seek_done, arg, &rc);
+	struct seek_op *op = cur_backend()->blk_seek_prepare(&l->dev, &caps, (uint64_t)off, hole, seek_done, arg, &rc);
 	if (!op)
 		return route_errno(rc);
-	rc = B()->bcache_writeback(l->cdev, seek_after_writeback, op);
+	rc = cur_backend()->bcache_writeback(l->cdev, seek_after_writeback, op);
 	if (rc)
-		B()->blk_seek_start(op, rc);
+		cur_backend()->blk_seek_start(op, rc);
 	return 0;
 }
 
@@ -447,7 +452,7 @@ int route_seek(struct gw_lun *l, int64_t off, int whence, void *arg)
 
 int gw_lun_sync(struct gw_lun *l, blk_done_fn cb, void *arg)
 {
-	return l->cdev ? B()->bcache_flush(l->cdev, cb, arg) : B()->blk_sync(&l->dev, cb, arg);
+	return l->cdev ? cur_backend()->bcache_flush(l->cdev, cb, arg) : cur_backend()->blk_sync(&l->dev, cb, arg);
 }
 
 int route_sync(struct gw_lun *l, void *arg)
@@ -455,7 +460,7 @@ int route_sync(struct gw_lun *l, void *arg)
 	if (gw_lun_gone(l)) { /* nothing can reach it; only unflushed writes are worth an error */
 		if (atomic_load(&l->dev.dirty))
 			return ENODEV;
-		S()->status_done(arg, 0);
+		cur_sink()->status_done(arg, 0);
 		return 0;
 	}
 	int rc = gw_lun_sync(l, status_done, arg);
@@ -464,5 +469,5 @@ int route_sync(struct gw_lun *l, void *arg)
 
 bool route_cache_flush(struct gw_lun *l, blk_done_fn cb, void *arg)
 {
-	return l->cdev && B()->bcache_flush(l->cdev, cb, arg) == 0;
+	return l->cdev && cur_backend()->bcache_flush(l->cdev, cb, arg) == 0;
 }

@@ -88,7 +88,7 @@ struct gw_lun *gw_lun_add(struct gw *g, const struct iscsi_lun_info *info)
 	l->ino = 2 + n;
 	l->ro = g->ro || info->wp;
 	gw_lun_attr_init(g, l);
-	int rc = g->mp ? blk_dev_init_ops(&l->dev, (struct iscsi_session *)g->mp, &blk_session_ops_mpath, g->pool, info,
+	int rc = g->mp ? blk_dev_init_ops(&l->dev, g->mp, &blk_session_ops_mpath, g->pool, info,
 					  g->max_io)
 		       : blk_dev_init(&l->dev, g->s, g->pool, info, g->max_io);
 	if (rc)

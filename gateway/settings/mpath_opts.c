@@ -1,13 +1,14 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * The multipath options (multipath=, portal=, discover_portals=, sessions=,
- * path_selector=):
- * their checks and the portal list (see settings.h).  The multipath layer
- * reads them through the accessors; nothing here connects anywhere.
+ * path_selector=): their checks and the portal list (see mpath_opts.h).
+ * settings.c hands in what it holds; nothing here reads the settings or
+ * connects anywhere.
  */
-#include "settings.h"
+#include "mpath_opts.h"
 
 #include <errno.h>
+#include <stdio.h>
 #include <string.h>
 #include <strings.h>
 
@@ -40,7 +41,7 @@ static int on_off(const char *key, const char *val, char *err, size_t cap)
 	return 0;
 }
 
-int gw_mpath_opt(struct gw_settings *o, enum gw_opt_id id, const char *val, char *err, size_t cap)
+int gw_mpath_opt(struct gw_portals *list, enum gw_opt_id id, const char *val, char *err, size_t cap)
 {
 	const char *key = gw_opts[id].key;
 	enum path_sel_policy pol;
@@ -56,14 +57,14 @@ int gw_mpath_opt(struct gw_settings *o, enum gw_opt_id id, const char *val, char
 		struct iscsi_portal_addr a; /* a numeric one in its one spelling: 127.1 is 127.0.0.1 */
 		if (!iscsi_portal_addr_numeric(p.host, p.port, &a))
 			iscsi_portal_addr_host(&a, p.host, sizeof(p.host));
-		for (size_t i = 0; i < o->nportals; i++)
-			if (same_portal(&o->portals[i], p.host, p.port))
+		for (size_t i = 0; i < list->n; i++)
+			if (same_portal(&list->portals[i], p.host, p.port))
 				return 0; /* given twice: one path */
-		if (o->nportals == GW_PORTALS_MAX) {
+		if (list->n == GW_PORTALS_MAX) {
 			snprintf(err, cap, "bad option '%s=%s': at most %d portals", key, val, GW_PORTALS_MAX);
 			return -E2BIG;
 		}
-		o->portals[o->nportals++] = p;
+		list->portals[list->n++] = p;
 		return 0;
 	}
 	case GW_OPT_MULTIPATH:
@@ -80,56 +81,46 @@ int gw_mpath_opt(struct gw_settings *o, enum gw_opt_id id, const char *val, char
 	}
 }
 
-int gw_mpath_settle(struct gw_settings *o)
+int gw_mpath_settle(const struct gw_mpath_given *g, struct gw_portals *list)
 {
-	char where[GW_WHERE_MAX];
-	if (o->nportals && !gw_settings_multipath(o)) {
-		fprintf(stderr, "iserfuse: %sbad option 'multipath=off': portal= needs multipath=on\n",
-			gw_settings_where(o, GW_OPT_MULTIPATH, where, sizeof(where)));
+	bool multipath = gw_mpath_on(g->multipath);
+	if (list->n && !multipath) {
+		fprintf(stderr, "iserfuse: %sbad option 'multipath=off': portal= needs multipath=on\n", g->multipath_where);
 		return -1;
 	}
-	if (gw_settings_discover_portals(o) && !gw_settings_multipath(o)) {
+	if (gw_mpath_discover_on(g->discover_portals) && !multipath) {
 		fprintf(stderr, "iserfuse: bad option 'multipath=off': discover_portals=on needs multipath=on\n");
 		return -1;
 	}
-	if (gw_settings_num(o, GW_OPT_SESSIONS) > 1 && !gw_settings_multipath(o)) {
+	if (g->sessions > 1 && !multipath) {
 		fprintf(stderr, "iserfuse: %sbad option 'multipath=off': sessions=%lld needs multipath=on\n",
-			gw_settings_where(o, GW_OPT_MULTIPATH, where, sizeof(where)), gw_settings_num(o, GW_OPT_SESSIONS));
+			g->multipath_where, g->sessions);
 		return -1;
 	}
 	/* The URL's portal is path 0 already; a URL that does not parse is main's to report. */
 	struct iscsi_url u;
-	if (!o->nportals || !o->url || iscsi_url_parse(o->url, false, &u, NULL, 0))
+	if (!list->n || !g->url || iscsi_url_parse(g->url, false, &u, NULL, 0))
 		return 0;
 	size_t w = 0;
-	for (size_t i = 0; i < o->nportals; i++)
-		if (!same_portal(&o->portals[i], u.host, u.port))
-			o->portals[w++] = o->portals[i];
-	o->nportals = w;
+	for (size_t i = 0; i < list->n; i++)
+		if (!same_portal(&list->portals[i], u.host, u.port))
+			list->portals[w++] = list->portals[i];
+	list->n = w;
 	iscsi_url_wipe(&u);
 	return 0;
 }
 
-size_t gw_settings_portals(const struct gw_settings *o, const struct gw_portal **out)
+bool gw_mpath_on(const char *multipath) { return !multipath || strcmp(multipath, "off") != 0; }
+
+bool gw_mpath_discover_on(const char *discover_portals)
 {
-	*out = o->portals;
-	return o->nportals;
+	return discover_portals && strcmp(discover_portals, "on") == 0;
 }
 
-bool gw_settings_multipath(const struct gw_settings *o)
-{
-	return !o->str[GW_OPT_MULTIPATH] || strcmp(o->str[GW_OPT_MULTIPATH], "off") != 0;
-}
-
-bool gw_settings_discover_portals(const struct gw_settings *o)
-{
-	return o->str[GW_OPT_DISCOVER_PORTALS] && strcmp(o->str[GW_OPT_DISCOVER_PORTALS], "on") == 0;
-}
-
-enum path_sel_policy gw_settings_path_sel(const struct gw_settings *o)
+enum path_sel_policy gw_mpath_path_sel(const char *path_selector)
 {
 	enum path_sel_policy pol = PATH_SEL_LEAST_OUTSTANDING;
-	if (o->str[GW_OPT_PATH_SELECTOR])
-		path_sel_parse(o->str[GW_OPT_PATH_SELECTOR], &pol); /* checked by gw_mpath_opt */
+	if (path_selector)
+		path_sel_parse(path_selector, &pol); /* checked by gw_mpath_opt */
 	return pol;
 }

@@ -7,10 +7,11 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "initiator/login/login.h"
+#include "initiator/util/defaults.h"
 
-/* login_timeout's default as --help and the man page show it, "15", is a literal: */
-_Static_assert(ISCSI_LOGIN_TIMEOUT_DEFAULT_S == 15, "login_timeout's help text gives the default as 15");
+/* A default as --help shows it: the constant's own digits (defaults.h writes them bare). */
+#define DEF_TEXT(n) DEF_TEXT_(n)
+#define DEF_TEXT_(n) #n
 
 const struct gw_opt gw_opts[GW_OPT_COUNT] = {
 	[GW_OPT_CONFIG] = {"config", GW_OPT_STR, "PATH", 0, "/etc/iserfuse.conf, if present", 0, 0, 0, 0,
@@ -19,20 +20,25 @@ const struct gw_opt gw_opts[GW_OPT_COUNT] = {
 				   "generated once per host for root, once per user for others, and kept", 0, 0, 0, 0,
 				   "initiator name"},
 	[GW_OPT_RO] = {"ro", GW_OPT_FLAG, NULL, 0, "off", 0, 0, 0, 1, "read-only mount, EROFS on write (a later rw undoes it)"},
-	[GW_OPT_QUEUE_DEPTH] = {"queue_depth", GW_OPT_INT, "N", 128, "128", 1, 4096, 0, 0,
+	[GW_OPT_QUEUE_DEPTH] = {"queue_depth", GW_OPT_INT, "N", ISCSI_QUEUE_DEPTH_DEFAULT, DEF_TEXT(ISCSI_QUEUE_DEPTH_DEFAULT), 1,
+				ISCSI_QUEUE_DEPTH_MAX, 0, 0,
 				"most SCSI commands outstanding"},
 	[GW_OPT_MAX_IO_KIB] = {"max_io_kib", GW_OPT_INT, "N", 512, "512", 4, 4096, 4, 0,
 			       "largest FUSE read/write in KiB, a multiple of 4\n"
 			       "(at most what the kernel allows: /proc/sys/fs/fuse/max_pages_limit pages)"},
 	[GW_OPT_POOL_SLICES] = {"pool_slices", GW_OPT_INT, "N", 0, "queue_depth", 2, 4096, 0, 0,
 				"payload buffers in the pool (at most queue_depth are used)"},
-	[GW_OPT_LOGIN_TIMEOUT] = {"login_timeout", GW_OPT_INT, "S", ISCSI_LOGIN_TIMEOUT_DEFAULT_S, "15", 1, 3600, 0, 0,
+	[GW_OPT_LOGIN_TIMEOUT] = {"login_timeout", GW_OPT_INT, "S", ISCSI_LOGIN_TIMEOUT_DEFAULT_S,
+				  DEF_TEXT(ISCSI_LOGIN_TIMEOUT_DEFAULT_S), 1, 3600, 0, 0,
 				  "connect and login timeout in seconds"},
-	[GW_OPT_CMD_TIMEOUT] = {"cmd_timeout", GW_OPT_INT, "S", 30, "30", 0, 86400, 0, 0,
+	[GW_OPT_CMD_TIMEOUT] = {"cmd_timeout", GW_OPT_INT, "S", ISCSI_CMD_TIMEOUT_DEFAULT_S,
+				DEF_TEXT(ISCSI_CMD_TIMEOUT_DEFAULT_S), 0, 86400, 0, 0,
 				"a command unanswered this long is aborted and re-issued (0 = never)"},
-	[GW_OPT_NOOP_INTERVAL] = {"noop_interval", GW_OPT_INT, "S", 5, "5", 0, 3600, 0, 0,
+	[GW_OPT_NOOP_INTERVAL] = {"noop_interval", GW_OPT_INT, "S", ISCSI_NOOP_INTERVAL_DEFAULT_S,
+				  DEF_TEXT(ISCSI_NOOP_INTERVAL_DEFAULT_S), 0, 3600, 0, 0,
 				  "NOP-Out ping after S idle seconds (0 = off)"},
-	[GW_OPT_NOOP_TIMEOUT] = {"noop_timeout", GW_OPT_INT, "S", 5, "5", 1, 3600, 0, 0,
+	[GW_OPT_NOOP_TIMEOUT] = {"noop_timeout", GW_OPT_INT, "S", ISCSI_NOOP_TIMEOUT_DEFAULT_S,
+				 DEF_TEXT(ISCSI_NOOP_TIMEOUT_DEFAULT_S), 1, 3600, 0, 0,
 				 "no answer S seconds after a ping drops the connection"},
 	[GW_OPT_HEADER_DIGEST] = {"header_digest", GW_OPT_STR, "D", 0, "none", 0, 0, 0, 0,
 				  "CRC32C header digests: none, crc32c (required) or auto"},
@@ -41,7 +47,8 @@ const struct gw_opt gw_opts[GW_OPT_COUNT] = {
 	[GW_OPT_SECRET_FILE] = {"secret_file", GW_OPT_STR, "PATH", 0, "none", 0, 0, 0, 0,
 				"CHAP credentials: 'key = value' lines: username, password,\n"
 				"mutual_username, mutual_password (mode 0600 or stricter)"},
-	[GW_OPT_REPLACEMENT_TIMEOUT] = {"replacement_timeout", GW_OPT_INT, "S", 120, "120", 0, 86400, 0, 0,
+	[GW_OPT_REPLACEMENT_TIMEOUT] = {"replacement_timeout", GW_OPT_INT, "S", ISCSI_REPLACEMENT_TIMEOUT_DEFAULT_S,
+					DEF_TEXT(ISCSI_REPLACEMENT_TIMEOUT_DEFAULT_S), 0, 86400, 0, 0,
 					"after a connection loss, I/O still pending S seconds later fails\n"
 					"with EIO, and new I/O too until the target is back"},
 	[GW_OPT_RESCAN_INTERVAL] = {"rescan_interval", GW_OPT_INT, "S", 5, "5", 0, 86400, 0, 0,

@@ -265,7 +265,7 @@ static int opt_proc(void *data, const char *arg, int key, struct fuse_args *outa
 	if (t->kind == GW_OPT_FLAG)
 		return t->to_fuse; /* ro: the kernel mount is read-only too; allow_other is libfuse's */
 	char err[256];
-	if (t->kind == GW_OPT_STR && gw_mpath_opt(o, id, val, err, sizeof(err))) {
+	if (t->kind == GW_OPT_STR && gw_mpath_opt(&o->portals, id, val, err, sizeof(err))) {
 		opt_error("%s", err);
 		return -1;
 	}
@@ -394,8 +394,7 @@ static int apply_config(struct gw_settings *o, struct fuse_args *args, struct gw
 		if (i < GW_OPT_NUMERIC_COUNT)
 			o->num[i] = c.num[i];
 		if (i == GW_OPT_PORTAL) { /* the file's portals, unless the command line gave some */
-			memcpy(o->portals, c.portals, sizeof(o->portals));
-			o->nportals = c.nportals;
+			o->portals = c.portals;
 		}
 		o->str[i] = c.str[i];
 		c.str[i] = NULL;
@@ -468,7 +467,16 @@ int gw_settings_parse(struct gw_settings *o, struct fuse_args *args)
 int gw_settings_load(struct gw_settings *o, struct fuse_args *args, struct gw_config *conf)
 {
 	char nerr[160], where[GW_WHERE_MAX];
-	if (apply_config(o, args, conf) || gw_mpath_settle(o))
+	if (apply_config(o, args, conf))
+		return -1;
+	const struct gw_mpath_given mg = {
+		.multipath = o->str[GW_OPT_MULTIPATH],
+		.discover_portals = o->str[GW_OPT_DISCOVER_PORTALS],
+		.sessions = gw_settings_num(o, GW_OPT_SESSIONS),
+		.multipath_where = gw_settings_where(o, GW_OPT_MULTIPATH, where, sizeof(where)),
+		.url = o->url,
+	};
+	if (gw_mpath_settle(&mg, &o->portals))
 		return -1;
 	if (o->str[GW_OPT_LOG_LEVEL] &&
 	    set_log_level(gw_settings_where(o, GW_OPT_LOG_LEVEL, where, sizeof(where)), o->str[GW_OPT_LOG_LEVEL]))
@@ -480,6 +488,24 @@ int gw_settings_load(struct gw_settings *o, struct fuse_args *args, struct gw_co
 		return -1;
 	}
 	return 0;
+}
+
+size_t gw_settings_portals(const struct gw_settings *o, const struct gw_portal **out)
+{
+	*out = o->portals.portals;
+	return o->portals.n;
+}
+
+bool gw_settings_multipath(const struct gw_settings *o) { return gw_mpath_on(o->str[GW_OPT_MULTIPATH]); }
+
+bool gw_settings_discover_portals(const struct gw_settings *o)
+{
+	return gw_mpath_discover_on(o->str[GW_OPT_DISCOVER_PORTALS]);
+}
+
+enum path_sel_policy gw_settings_path_sel(const struct gw_settings *o)
+{
+	return gw_mpath_path_sel(o->str[GW_OPT_PATH_SELECTOR]);
 }
 
 void gw_settings_help(void)

@@ -17,16 +17,8 @@
 #include "initiator/wire/text.h"
 #include "initiator/net/url.h"
 #include "config.h"
+#include "mpath_opts.h"
 #include "options.h"
-
-/* Most -o portal= a mount takes (the URL's portal not counted). */
-#define GW_PORTALS_MAX 8
-
-/* One -o portal=HOST[:PORT]. */
-struct gw_portal {
-	char host[ISCSI_URL_HOST_MAX]; /* a name or an address, IPv6 without brackets */
-	unsigned port;                 /* 1..65535, 3260 when not given */
-};
 
 struct gw_settings {
 	char *url;                          /* the URL (or section name) as given, owned; may hold a password */
@@ -37,8 +29,7 @@ struct gw_settings {
 	int show_help, show_version;
 	int list; /* --list: discovery, no mount */
 	bool ro_off; /* the last of ro and rw was rw (given[GW_OPT_RO] is set by either) */
-	struct gw_portal portals[GW_PORTALS_MAX]; /* -o portal=, in the order given, no duplicates */
-	size_t nportals;
+	struct gw_portals portals; /* -o portal=, in the order given, no duplicates (mpath_opts.h) */
 	/*
 	 * Where values came from: the configuration file's line of each
 	 * option (its options = line, or its own key's), of the URL (the
@@ -116,25 +107,6 @@ bool gw_settings_discover_portals(const struct gw_settings *o);
 
 /* -o path_selector= in effect (PATH_SEL_LEAST_OUTSTANDING unless given). */
 enum path_sel_policy gw_settings_path_sel(const struct gw_settings *o);
-
-/*
- * For the option parser (settings.c): check `val`, the value of string
- * option `id` as fuse_opt found it.  portal= is parsed (iscsi_hostport_parse)
- * (a numeric address rewritten in its one spelling: 127.1 becomes
- * 127.0.0.1) and added to o->portals unless it is there already;
- * multipath= and discover_portals= must be on or off, path_selector= a
- * word path_sel_parse takes; other ids pass.
- * Returns 0, or -EINVAL (-E2BIG: a ninth portal) with one line in err (cap
- * bytes): "bad option 'KEY=VAL': why".
- */
-int gw_mpath_opt(struct gw_settings *o, enum gw_opt_id id, const char *val, char *err, size_t cap);
-
-/*
- * For gw_settings_load, once the command line and the configuration file
- * are merged: portal= and discover_portals=on need multipath=on, and a
- * portal that is the URL's own (by address: 127.1 is 127.0.0.1) is dropped.  Returns 0, or -1 after printing one line.
- */
-int gw_mpath_settle(struct gw_settings *o);
 
 /* --help: our usage and options to stdout, then libfuse's less the ones the table shows. */
 void gw_settings_help(void);

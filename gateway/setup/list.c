@@ -20,6 +20,7 @@
 #include "initiator/scsi/alua.h"
 #include "initiator/login/discovery.h"
 #include "initiator/iser/iser.h"
+#include "initiator/util/defaults.h"
 #include "initiator/util/log.h"
 #include "initiator/login/login.h"
 #include "initiator/net/url.h"

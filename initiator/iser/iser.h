@@ -35,7 +35,7 @@ struct iser_ctx;
 /*
  * Create a context for the payload region [base, base + len) (len may be
  * 0: no region, every buffer is bounced; for discovery).  queue_depth is
- * the session's (sizes queues and receive buffers).  registered(arg) is
+ * the session's (sizes queues and receive buffers; 0: ISCSI_QUEUE_DEPTH_DEFAULT).  registered(arg) is
  * called once for each ibv_reg_mr of the region (may be NULL).  Returns 0
  * and the context in *out (owned by the caller, iser_ctx_destroy after
  * every connection is gone), or -ENOMEM.

@@ -14,6 +14,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "initiator/util/defaults.h"
 #include "initiator/util/log.h"
 
 int iser_ctx_create(struct iser_ctx **out, void *base, size_t len, unsigned queue_depth,
@@ -25,7 +26,7 @@ int iser_ctx_create(struct iser_ctx **out, void *base, size_t len, unsigned queu
 	pthread_mutex_init(&x->lock, NULL);
 	x->base = base;
 	x->len = base ? len : 0;
-	x->queue_depth = queue_depth ? queue_depth : 128;
+	x->queue_depth = queue_depth ? queue_depth : ISCSI_QUEUE_DEPTH_DEFAULT;
 	x->registered = registered;
 	x->arg = arg;
 	*out = x;

@@ -43,13 +43,6 @@ struct iscsi_login_config {
 };
 
 /*
- * The connect and login timeout the gateway uses when none is given, in
- * seconds (-o login_timeout=, --list): the whole of iscsi_connect_login
- * (RFC 7143 §6) must be over within it.
- */
-#define ISCSI_LOGIN_TIMEOUT_DEFAULT_S 15
-
-/*
  * Most Login Responses one login may take, continuations (C bit) included:
  * a target answering with empty continuations for ever fails the login
  * (RFC 7143 §11.13.3 puts no bound on them; a real login takes a handful).

@@ -15,6 +15,7 @@
 
 #include "initiator/scsi/alua.h"
 #include "initiator/util/clock.h"
+#include "initiator/util/defaults.h"
 #include "initiator/util/log.h"
 
 int mp_alua_rank(int state)
@@ -180,7 +181,7 @@ enum mp_verdict mp_judge(const struct iscsi_cmd_result *res, int *alua_state)
 	switch (res->err) {
 	case 0:
 		break;
-	case -ETIMEDOUT:   /* handed back at the loss (replacement timeout 0) */
+	case -ETIMEDOUT:   /* handed back at the loss (hand_back) */
 	case -ECONNRESET:
 	case -ENOTCONN:
 	case -ENETDOWN:
@@ -326,7 +327,7 @@ struct iscsi_session *mpath_ctl_session(struct mpath *m)
 
 int mpath_create(const struct mpath_config *cfg, struct mpath **out)
 {
-	if (!cfg->queue_depth || cfg->queue_depth > 4096)
+	if (!cfg->queue_depth || cfg->queue_depth > ISCSI_QUEUE_DEPTH_MAX)
 		return -EINVAL;
 	struct mpath *m = calloc(1, sizeof(*m));
 	if (!m)

@@ -8,8 +8,8 @@
  * A command goes down the best usable path (ALUA: active/optimized before
  * active/non-optimized; standby, unavailable, transitioning, offline not
  * used; within the group the path selector of path_select.h).  When its
- * path is lost (the session hands it back: -ETIMEDOUT with replacement
- * timeout 0, see iscsi_session_set_replacement_timeout) or the target
+ * path is lost (the session hands it back: -ETIMEDOUT, see
+ * iscsi_session_set_hand_back) or the target
  * says the path cannot do it now (ALUA standby/unavailable/transitioning
  * sense, ASYMMETRIC ACCESS STATE CHANGED), it is re-issued at once on
  * another usable path, whole (a WRITE is re-sent from the caller's
@@ -55,7 +55,7 @@ struct mpath;
 struct mpath_path;
 
 struct mpath_config {
-	unsigned queue_depth;         /* most commands in flight from ordinary threads, all paths together (1..4096) */
+	unsigned queue_depth;         /* most commands in flight from ordinary threads, all paths together (1..ISCSI_QUEUE_DEPTH_MAX) */
 	int replacement_timeout_ms;   /* with no usable path, held commands fail this long after the last path went */
 	enum path_sel_policy policy;
 	/*

@@ -67,9 +67,9 @@ int iscsi_session_open(const struct iscsi_session_config *cfg, struct iscsi_sess
 	}
 	s->cfg = *cfg;
 	s->cancel_fd = -1;
-	unsigned qd = cfg->queue_depth ? cfg->queue_depth : 128;
-	if (qd > 4096)
-		qd = 4096;
+	unsigned qd = cfg->queue_depth ? cfg->queue_depth : ISCSI_QUEUE_DEPTH_DEFAULT;
+	if (qd > ISCSI_QUEUE_DEPTH_MAX)
+		qd = ISCSI_QUEUE_DEPTH_MAX;
 	s->cfg.queue_depth = qd;
 	if (s->cfg.replacement_timeout_ms < 0)
 		s->cfg.replacement_timeout_ms = 0;
@@ -117,7 +117,7 @@ int iscsi_session_open(const struct iscsi_session_config *cfg, struct iscsi_sess
 	s->logout_itt = itt_make(ITT_GEN_LOGOUT, 0);
 	s->ping_itt = itt_make(ITT_GEN_PING, 0);
 	if (s->cfg.noop_interval_ms > 0 && s->cfg.noop_timeout_ms <= 0)
-		s->cfg.noop_timeout_ms = 5000;
+		s->cfg.noop_timeout_ms = ISCSI_NOOP_TIMEOUT_DEFAULT_S * 1000;
 	s->state = SS_UP;
 	rc = s->t->ops->start(s->t, &sess_hooks, s, &s->params);
 	if (rc) {

@@ -36,6 +36,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "initiator/util/defaults.h"
 #include "initiator/util/latency.h"
 #include "initiator/login/login.h"
 #include "initiator/scsi/scsi.h"
@@ -75,17 +76,27 @@ struct iscsi_session_config {
 	char initiator_name[ISCSI_NAME_MAX];
 	char target_name[ISCSI_NAME_MAX];
 	struct iscsi_neg_config neg;
-	unsigned queue_depth;  /* task slots: most commands outstanding at once (1..4096) */
+	unsigned queue_depth;  /* task slots: most commands outstanding at once (1..ISCSI_QUEUE_DEPTH_MAX,
+	                        * larger is clamped; 0: ISCSI_QUEUE_DEPTH_DEFAULT, initiator/util/defaults.h) */
 	int timeout_ms;        /* connect and login timeout */
 	int cmd_timeout_ms;    /* a command older than this gets ABORT TASK, LU RESET, then a drop; 0 = never */
 	int noop_interval_ms;  /* NOP-Out ping after this long without a PDU from the target; 0 = off */
-	int noop_timeout_ms;   /* no PDU within this long after a ping drops the connection */
+	int noop_timeout_ms;   /* no PDU within this long after a ping drops the connection; <= 0: ISCSI_NOOP_TIMEOUT_DEFAULT_S */
 	/*
 	 * After a connection loss, commands still pending this long fail with
 	 * -ETIMEDOUT and new ones with -ENOTCONN until the session is back;
-	 * 0 = at once (reconnection goes on in the background).
+	 * 0 = at once (reconnection goes on in the background).  Not used
+	 * while hand_back is set.
 	 */
 	int replacement_timeout_ms;
+	/*
+	 * On a connection loss, hand the pending commands back at once
+	 * (-ETIMEDOUT) to the layer above, which re-issues them on another
+	 * path, and refuse new ones (-ENOTCONN) until the session is back;
+	 * reconnection goes on in the background.  Set by a multipath layer
+	 * (iscsi_session_set_hand_back, iscsi_session_join_multipath).
+	 */
+	bool hand_back;
 	/*
 	 * SCSI asynchronous event (Async Message AsyncEvent 0, RFC 7143 §11.9):
 	 * called on the event thread, without the session lock, with the BHS
@@ -245,17 +256,18 @@ void iscsi_session_drop(struct iscsi_session *s, const char *reason);
 void iscsi_session_retry_now(struct iscsi_session *s);
 
 /*
- * From now on commands pending ms after a loss fail (-ETIMEDOUT) and new
- * ones are refused (-ENOTCONN) until the session is back: 0 hands them
- * back at once, for a multipath layer to re-issue on another path.  Any
- * thread; applies to a loss in progress too.
+ * From now on (on true) a loss hands the pending commands back at once
+ * (-ETIMEDOUT), for a multipath layer to re-issue on another path, and
+ * new ones are refused (-ENOTCONN) until the session is back, instead of
+ * waiting out the replacement timeout (cfg.hand_back).  Any thread;
+ * applies to a loss in progress too.
  */
-void iscsi_session_set_replacement_timeout(struct iscsi_session *s, int ms);
+void iscsi_session_set_hand_back(struct iscsi_session *s, bool on);
 
 /*
  * The session belongs to a multipath set of two paths or more: from now
- * on a loss hands its commands back at once (replacement timeout 0, see
- * iscsi_session_set_replacement_timeout) and the session's own lines
+ * on a loss hands its commands back at once (see
+ * iscsi_session_set_hand_back) and the session's own lines
  * about the loss, the hand-back and the reinstatement go to debug level:
  * the multipath layer writes the one line per path event.  Any thread.
  */

@@ -35,10 +35,10 @@ void iscsi_session_retry_now(struct iscsi_session *s)
 	pthread_mutex_unlock(&s->lock);
 }
 
-void iscsi_session_set_replacement_timeout(struct iscsi_session *s, int ms)
+void iscsi_session_set_hand_back(struct iscsi_session *s, bool on)
 {
 	pthread_mutex_lock(&s->lock);
-	s->cfg.replacement_timeout_ms = ms < 0 ? 0 : ms;
+	s->cfg.hand_back = on;
 	pthread_cond_broadcast(&s->rec_cv); /* a recovery in progress re-reads its deadline */
 	pthread_mutex_unlock(&s->lock);
 }
@@ -56,7 +56,7 @@ void iscsi_session_join_multipath(struct iscsi_session *s)
 	pthread_mutex_lock(&s->lock);
 	s->multipath = true;
 	pthread_mutex_unlock(&s->lock);
-	iscsi_session_set_replacement_timeout(s, 0);
+	iscsi_session_set_hand_back(s, true);
 }
 
 void iscsi_session_get_wait(struct iscsi_session *s, struct iscsi_session_wait *w)

@@ -23,6 +23,7 @@
 #include <stdint.h>
 
 #include "initiator/util/clock.h"
+#include "initiator/util/defaults.h"
 #include "initiator/util/latency.h"
 #include "initiator/util/log.h"
 #include "initiator/login/login.h"
@@ -67,7 +68,7 @@
 #define ITT_GEN_PING 0xfffdu
 #define ITT_GEN_LOGOUT 0xfffeu
 #define ITT_GEN_RESERVED 0xffffu
-#define TASKS_MAX (2 * 4096 + 8) /* task slots at the largest queue_depth (iscsi_session_open) */
+#define TASKS_MAX (2 * ISCSI_QUEUE_DEPTH_MAX + 8) /* task slots at the largest queue_depth (iscsi_session_open) */
 static_assert(ITT_GEN_TMF < ITT_GEN_PING && ITT_GEN_PING < ITT_GEN_LOGOUT && ITT_GEN_LOGOUT < ITT_GEN_RESERVED,
 	      "the reserved ITT generations are distinct and above every task generation");
 static_assert((ISCSI_RESERVED_TAG >> 16) == ITT_GEN_RESERVED, "the reserved tag lies in the last generation");
@@ -355,6 +356,16 @@ int sess_hook_rx_data_dest(void *arg, const uint8_t *bhs, void **dest);
 int sess_hook_rx_pdu(void *arg, const uint8_t *bhs, const uint8_t *data, uint32_t dlen);
 /* task_owns hook: whether ITT itt is outstanding with its buffer at buf, at least len bytes. */
 bool sess_hook_task_owns(void *arg, uint32_t itt, const void *buf, uint32_t len);
+
+/*
+ * How long after a loss pending commands wait for the session to come
+ * back, in ms: 0 when they are handed back (cfg.hand_back), else the
+ * replacement timeout.  Lock held.
+ */
+static inline int64_t sess_replacement_ms(const struct iscsi_session *s)
+{
+	return s->cfg.hand_back ? 0 : s->cfg.replacement_timeout_ms;
+}
 
 /* The level of a line about a loss or reinstatement: debug in a multipath set (its layer logs the event).  Lock held. */
 static inline enum log_level sess_path_level(const struct iscsi_session *s, enum log_level level)

@@ -227,30 +227,32 @@ static int64_t oldest_loss(const struct iscsi_session *s)
 }
 
 /*
- * When pending commands fail: replacement_timeout_ms after the loss, or
- * after the first loss one of them met if sooner (however many
- * reinstatements came between), or the stop grace if sooner.  Lock held.
+ * When pending commands fail: sess_replacement_ms after the loss (at once
+ * when handed back), or after the first loss one of them met if sooner
+ * (however many reinstatements came between), or the stop grace if
+ * sooner.  Lock held.
  */
 static int64_t replacement_deadline(const struct iscsi_session *s)
 {
-	int64_t d = s->lost_ms + s->cfg.replacement_timeout_ms, oldest = oldest_loss(s);
-	if (oldest && oldest + s->cfg.replacement_timeout_ms < d)
-		d = oldest + s->cfg.replacement_timeout_ms;
+	int64_t rt = sess_replacement_ms(s);
+	int64_t d = s->lost_ms + rt, oldest = oldest_loss(s);
+	if (oldest && oldest + rt < d)
+		d = oldest + rt;
 	return s->stop_by_ms && s->stop_by_ms < d ? s->stop_by_ms : d;
 }
 
 /*
- * Commands whose first loss lies replacement_timeout_ms back, while this
+ * Commands whose first loss lies sess_replacement_ms back, while this
  * loss does not yet: those fail (-ETIMEDOUT), the others wait on.  Lock
  * held (dropped around callbacks).
  */
 static void fail_expired(struct iscsi_session *s, int64_t now)
 {
 	unsigned n = 0;
-	int64_t oldest = oldest_loss(s);
+	int64_t oldest = oldest_loss(s), rt = sess_replacement_ms(s);
 	for (unsigned i = 0; i < s->ntasks; i++) {
 		struct task *t = &s->tasks[i];
-		if (t->in_use && !t->doomed && t->lost_ms && now - t->lost_ms >= s->cfg.replacement_timeout_ms) {
+		if (t->in_use && !t->doomed && t->lost_ms && now - t->lost_ms >= rt) {
 			memset(&t->deferred_res, 0, sizeof(t->deferred_res));
 			t->deferred_res.err = -ETIMEDOUT;
 			t->doomed = true;
@@ -264,16 +266,18 @@ static void fail_expired(struct iscsi_session *s, int64_t now)
 }
 
 /*
- * replacement_timeout_ms after the loss (or at the stop grace): pending
- * commands fail with -ETIMEDOUT and new ones with -ENOTCONN until the
- * session is back.  Before that, those whose first loss lies that far
- * back (fail_expired).  Lock held (dropped around callbacks).
+ * replacement_timeout_ms after the loss (at once when handed back,
+ * cfg.hand_back; or at the stop grace): pending commands fail with
+ * -ETIMEDOUT and new ones with -ENOTCONN until the session is back.
+ * Before that, those whose first loss lies that far back (fail_expired).
+ * Lock held (dropped around callbacks).
  */
 static void check_replacement(struct iscsi_session *s, int64_t now)
 {
 	if (s->fail_fast || now < replacement_deadline(s))
 		return;
-	if (now < s->lost_ms + s->cfg.replacement_timeout_ms && !(s->stop_by_ms && now >= s->stop_by_ms)) {
+	int64_t rt = sess_replacement_ms(s);
+	if (now < s->lost_ms + rt && !(s->stop_by_ms && now >= s->stop_by_ms)) {
 		fail_expired(s, now);
 		return;
 	}
@@ -281,8 +285,8 @@ static void check_replacement(struct iscsi_session *s, int64_t now)
 	pthread_cond_broadcast(&s->slot_cv);
 	pthread_cond_broadcast(&s->state_cv);
 	unsigned n = sess_complete_tasks(s, sess_pick_any, -ETIMEDOUT);
-	bool by_stop = s->stop_by_ms && s->stop_by_ms < s->lost_ms + s->cfg.replacement_timeout_ms;
-	if (s->cfg.replacement_timeout_ms == 0 && !by_stop) { /* a multipath layer re-issues them */
+	bool by_stop = s->stop_by_ms && s->stop_by_ms < s->lost_ms + rt;
+	if (s->cfg.hand_back && !by_stop) { /* the multipath layer re-issues them */
 		log_debug("session to " ISCSI_HOSTPORT_FMT " down (%s): %u commands handed back",
 			 ISCSI_HOSTPORT_ARGS(s->cfg.host, s->cfg.port), loss_what(s), n);
 		return;
@@ -335,10 +339,11 @@ static unsigned recover_connect(struct iscsi_session *s, struct iscsi_transport 
 
 	s->reconnect_delay_ms = 0;
 	/* A Time2Wait that would outlast half the replacement timeout would fail I/O a target serves again. */
-	if (first > s->cfg.replacement_timeout_ms / 2 && !s->fail_fast) {
-		log_warn("reconnecting after %d ms instead of the target's Time2Wait (%lld ms): half the replacement "
-			 "timeout", s->cfg.replacement_timeout_ms / 2, (long long)first);
-		first = s->cfg.replacement_timeout_ms / 2;
+	int64_t half = sess_replacement_ms(s) / 2;
+	if (first > half && !s->fail_fast) {
+		log_warn("reconnecting after %lld ms instead of the target's Time2Wait (%lld ms): half the replacement "
+			 "timeout", (long long)half, (long long)first);
+		first = half;
 	}
 	for (;;) {
 		recovery_wait(s, clk_now_ms() + (attempts ? delay : first));

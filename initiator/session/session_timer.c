@@ -155,7 +155,7 @@ static int tick_stop(struct iscsi_session *s, int64_t now)
 
 /*
  * A command that met a connection loss, re-issued on this connection,
- * still pending replacement_timeout_ms after that first loss while the
+ * still pending sess_replacement_ms after that first loss while the
  * target has answered nothing here since the reinstatement: the target
  * keeps the session up without serving it (a logout it asks for on every
  * new connection, say), so the connection is dropped (-ETIMEDOUT) and the
@@ -165,9 +165,10 @@ static int tick_replaced(struct iscsi_session *s, int64_t now)
 {
 	if (s->answered)
 		return 0;
+	int64_t rt = sess_replacement_ms(s);
 	for (unsigned i = 0; i < s->ntasks; i++) {
 		const struct task *t = &s->tasks[i];
-		if (t->in_use && t->lost_ms && now - t->lost_ms >= s->cfg.replacement_timeout_ms) {
+		if (t->in_use && t->lost_ms && now - t->lost_ms >= rt) {
 			log_err("command 0x%02x (ITT 0x%08x) re-issued after a connection loss %lld ms ago and nothing "
 				"answered since: dropping the connection (replacement timeout)", t->cmd.cdb[0], t->itt,
 				(long long)(now - t->lost_ms));

@@ -75,7 +75,7 @@ static void complete(struct sent *c)
 	c->cb(c->arg, &res);
 }
 
-static int fake_submit(struct iscsi_session *s, const struct iscsi_cmd *cmd)
+static int fake_submit(void *s, const struct iscsi_cmd *cmd)
 {
 	cr_assert_eq((void *)s, (void *)&fk, "the session given to blk_dev_init_ops");
 	if (fk.submit_err)
@@ -110,7 +110,7 @@ static int fake_submit(struct iscsi_session *s, const struct iscsi_cmd *cmd)
 	return 0;
 }
 
-static uint32_t fake_max_cmd_bytes(const struct iscsi_session *s)
+static uint32_t fake_max_cmd_bytes(const void *s)
 {
 	(void)s;
 	return fk.max_cmd_bytes;
@@ -178,7 +178,7 @@ static void open_dev(uint32_t max_xfer_len, uint32_t max_cmd_bytes)
 		info.bl.max_xfer_len = max_xfer_len;
 	}
 	cr_assert_eq(buf_pool_create(&pool, MAX_IO + 4 * BS, 4), 0);
-	cr_assert_eq(blk_dev_init_ops(&dev, (struct iscsi_session *)&fk, &fake_ops, pool, &info, MAX_IO), 0);
+	cr_assert_eq(blk_dev_init_ops(&dev, &fk, &fake_ops, pool, &info, MAX_IO), 0);
 }
 
 static void close_dev(void)

@@ -36,7 +36,7 @@ static void complete(struct iscsi_cmd *c)
 	c->cb(c->arg, &res);
 }
 
-static int fake_submit(struct iscsi_session *s, const struct iscsi_cmd *cmd)
+static int fake_submit(void *s, const struct iscsi_cmd *cmd)
 {
 	(void)s;
 	if (!fk.hold) {
@@ -51,7 +51,7 @@ static int fake_submit(struct iscsi_session *s, const struct iscsi_cmd *cmd)
 	return 0;
 }
 
-static uint32_t fake_max_cmd_bytes(const struct iscsi_session *s)
+static uint32_t fake_max_cmd_bytes(const void *s)
 {
 	(void)s;
 	return 0;
@@ -77,7 +77,7 @@ static void open_dev(void)
 	struct iscsi_lun_info info = {.lun = 1, .lun_field = 0x0001000000000000ull,
 				      .cap = {.nblocks = NBLOCKS, .block_size = BS}};
 	cr_assert_eq(buf_pool_create(&pool, MAX_IO + 4 * BS, INFLIGHT + 2), 0);
-	cr_assert_eq(blk_dev_init_ops(&dev, (struct iscsi_session *)&fk, &fake_ops, pool, &info, MAX_IO), 0);
+	cr_assert_eq(blk_dev_init_ops(&dev, &fk, &fake_ops, pool, &info, MAX_IO), 0);
 }
 
 static void close_dev(void)

@@ -58,7 +58,7 @@ static uint64_t be_get(const uint8_t *p, unsigned n)
 	return v;
 }
 
-static int fake_submit(struct iscsi_session *s, const struct iscsi_cmd *cmd)
+static int fake_submit(void *s, const struct iscsi_cmd *cmd)
 {
 	(void)s;
 	uint64_t lba = cmd->cdb[0] == 0x28 || cmd->cdb[0] == 0x2a ? be_get(cmd->cdb + 2, 4) : 0;
@@ -71,7 +71,7 @@ static int fake_submit(struct iscsi_session *s, const struct iscsi_cmd *cmd)
 	return 0;
 }
 
-static uint32_t fake_max_cmd_bytes(const struct iscsi_session *s)
+static uint32_t fake_max_cmd_bytes(const void *s)
 {
 	(void)s;
 	return 0;
@@ -94,7 +94,7 @@ static void setup(void)
 				      .cap = {.nblocks = NBLOCKS, .block_size = BS}};
 	/* 8 slices of 256 KiB: one holds the 64 cache blocks */
 	cr_assert_eq(buf_pool_create(&pool, NCBLOCKS * CBLOCK, 8), 0);
-	cr_assert_eq(blk_dev_init_ops(&dev, (struct iscsi_session *)&disk, &fake_ops, pool, &info, MAX_IO), 0);
+	cr_assert_eq(blk_dev_init_ops(&dev, &disk, &fake_ops, pool, &info, MAX_IO), 0);
 	cslice = buf_pool_get(pool, NULL);
 	for (unsigned i = 0; i < NCBLOCKS; i++)
 		cblocks[i] = (uint8_t *)cslice + (size_t)i * CBLOCK;

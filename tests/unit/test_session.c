@@ -787,7 +787,7 @@ static int conns_made(struct world *w)
 	return n;
 }
 
-Test(session, drop_hands_commands_back_at_once_with_replacement_zero)
+Test(session, drop_hands_commands_back_at_once_with_hand_back)
 {
 	struct world w;
 	init_world(&w); /* commands are never answered: they stay in flight */
@@ -801,7 +801,7 @@ Test(session, drop_hands_commands_back_at_once_with_replacement_zero)
 	cr_assert_eq(submit(s, 0), 0);
 	cr_assert_eq(submit(s, 1), 0);
 	usleep(50000);
-	iscsi_session_set_replacement_timeout(s, 0);
+	iscsi_session_set_hand_back(s, true);
 	int64_t t0 = clk_now_ms();
 	iscsi_session_drop(s, "link down");
 	cr_assert(wait_done(2), "the commands in flight were not handed back");
