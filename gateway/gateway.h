@@ -22,7 +22,7 @@
 #include "cache/bcache/bcache.h"
 #include "cache/blkio/blkio.h"
 #include "cache/pool/pool.h"
-#include "initiator/scsi/lun.h"
+#include "initiator/lun/lun.h"
 #include "initiator/net/url.h"
 
 #define GW_MAX_LUNS 256

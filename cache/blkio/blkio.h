@@ -26,7 +26,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "initiator/scsi/lun.h"
+#include "initiator/lun/lun.h"
 #include "initiator/session/session.h"
 #include "cache/pool/ctxpool.h"
 #include "cache/pool/pool.h"

@@ -15,7 +15,7 @@
 #include <stdbool.h>
 #include <stdint.h>
 
-#include "initiator/scsi/lun.h"
+#include "initiator/lun/lun.h"
 #include "blkio.h"
 
 /* What a LUN offers, from VPD 0xB0/0xB2 and READ CAPACITY(16). */

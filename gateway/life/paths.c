@@ -23,10 +23,11 @@
 #include <strings.h>
 #include <unistd.h>
 
+#include "initiator/lun/alua_query.h"
 #include "initiator/scsi/alua.h"
 #include "initiator/transport/cancel.h"
 #include "initiator/login/discovery.h"
-#include "initiator/scsi/lun_ident.h"
+#include "initiator/lun/lun_ident.h"
 #include "initiator/mpath/mpath.h"
 #include "initiator/net/netroute.h"
 #include "initiator/net/netwatch.h"

@@ -13,7 +13,7 @@
 #include <stdio.h>
 
 #include "initiator/login/discovery.h"
-#include "initiator/scsi/lun_ident.h"
+#include "initiator/lun/lun_ident.h"
 #include "initiator/net/portal_addr.h"
 #include "initiator/transport/transport.h"
 #include "paths.h"

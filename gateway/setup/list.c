@@ -17,6 +17,7 @@
 #include <strings.h>
 #include <unistd.h>
 
+#include "initiator/lun/alua_query.h"
 #include "initiator/scsi/alua.h"
 #include "initiator/login/discovery.h"
 #include "initiator/iser/iser.h"

@@ -16,7 +16,7 @@
 #include <stdint.h>
 #include <sys/types.h>
 
-#include "initiator/scsi/lun.h"
+#include "initiator/lun/lun.h"
 
 /* The largest logical block length in bytes a LUN file may have (the pool's slices leave room for 4 of them). */
 #define GW_BLOCK_SIZE_MAX 4096u

@@ -26,7 +26,7 @@
 #include "cache/pool/pool.h"
 #include "initiator/util/log.h"
 #include "initiator/iser/iser.h"
-#include "initiator/scsi/lun.h"
+#include "initiator/lun/lun.h"
 #include "initiator/net/url.h"
 
 struct slot {

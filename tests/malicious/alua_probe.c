@@ -27,8 +27,9 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "initiator/lun/alua_query.h"
 #include "initiator/scsi/alua.h"
-#include "initiator/scsi/lun.h"
+#include "initiator/lun/lun.h"
 #include "initiator/session/session.h"
 #include "initiator/wire/text.h"
 #include "initiator/transport/transport.h"

@@ -1,7 +1,7 @@
 #!/bin/bash
 # SPDX-License-Identifier: MIT
 #
-# A LUN's identity as multipath will compare it (initiator/scsi/lun_ident.c),
+# A LUN's identity as multipath will compare it (initiator/lun/lun_ident.c),
 # reported by a real tgtd, through tests/recovery/lunident_probe:
 #
 #   lunident.sh LUNIDENT_PROBE

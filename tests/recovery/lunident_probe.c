@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * A LUN's identity (initiator/scsi/lun_ident.c) as a real target reports it,
+ * A LUN's identity (initiator/lun/lun_ident.c) as a real target reports it,
  * for tests/recovery/lunident.sh:
  *
  *   lunident_probe save HOST PORT TARGET LUN FILE
@@ -17,8 +17,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "initiator/scsi/lun.h"
-#include "initiator/scsi/lun_ident.h"
+#include "initiator/lun/lun.h"
+#include "initiator/lun/lun_ident.h"
 #include "cache/pool/pool.h"
 #include "initiator/session/session.h"
 #include "initiator/wire/text.h"

@@ -28,7 +28,7 @@
 #include "cache/blkio/blkio.h"
 #include "cache/pool/pool.h"
 #include "initiator/util/log.h"
-#include "initiator/scsi/lun.h"
+#include "initiator/lun/lun.h"
 #include "initiator/net/url.h"
 
 #define MAX_IO (256u * 1024u)

@@ -1,10 +1,10 @@
 /* SPDX-License-Identifier: MIT */
-/* initiator/scsi/lun_ident.c: the identity of a LUN and the comparison of two paths' probes. */
+/* initiator/lun/lun_ident.c: the identity of a LUN and the comparison of two paths' probes. */
 #include <criterion/criterion.h>
 #include <stdio.h>
 #include <string.h>
 
-#include "initiator/scsi/lun_ident.h"
+#include "initiator/lun/lun_ident.h"
 
 static void desig(struct scsi_designator *d, uint8_t code_set, uint8_t type, const char *bytes, uint8_t len)
 {

@@ -17,7 +17,7 @@
 #include <stdint.h>
 
 #include "lun.h"
-#include "scsi.h"
+#include "initiator/scsi/scsi.h"
 
 #define ISCSI_LUN_IDENT_DESIG_MAX 4
 

@@ -6,7 +6,7 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "alua.h"
+#include "initiator/scsi/alua.h"
 #include "initiator/util/clock.h"
 #include "initiator/util/log.h"
 

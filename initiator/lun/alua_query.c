@@ -3,12 +3,12 @@
  * REPORT TARGET PORT GROUPS over a session (see alua.h): one synchronous
  * command on the caller's thread, its data parsed by alua_parse_rtpg.
  */
-#include "alua.h"
+#include "alua_query.h"
 
 #include <errno.h>
 #include <string.h>
 
-#include "initiator/scsi/lun.h"
+#include "lun.h"
 
 /* What REPORT TARGET PORT GROUPS may ask for: 4096 bytes hold hundreds of TPGs. */
 #define ALUA_RTPG_ALLOC_MAX 4096u

@@ -13,7 +13,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "scsi.h"
+#include "initiator/scsi/scsi.h"
 #include "initiator/session/session.h"
 
 struct iscsi_lun_info {
