@@ -38,6 +38,7 @@
 #include "gateway.h"
 #include "gateway/setup/lun_select.h"
 #include "gateway/life/paths.h"
+#include "gateway/life/rescan.h"
 #include "gateway/setup/pool_setup.h"
 #include "gateway/settings/settings.h"
 #include "gateway/setup/startup.h"

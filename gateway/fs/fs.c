@@ -15,6 +15,7 @@
 #include <unistd.h>
 
 #include "fs_priv.h"
+#include "gateway/life/rescan.h"
 
 static void gw_init(void *userdata, struct fuse_conn_info *conn)
 {

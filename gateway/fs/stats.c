@@ -15,6 +15,7 @@
 #include "gateway/fuse/fuse_uring.h"
 #include "gateway/gateway.h"
 #include "gateway/life/paths.h"
+#include "gateway/life/rescan.h"
 #include "initiator/mpath/mpath.h"
 
 struct snap {

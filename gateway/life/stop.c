@@ -15,6 +15,7 @@
 #include "initiator/util/log.h"
 #include "gateway/fuse/fuse_uring.h"
 #include "paths.h"
+#include "rescan.h"
 #include "gateway/setup/pool_setup.h"
 
 /* ---- the stop signals ---- */
