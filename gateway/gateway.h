@@ -214,7 +214,7 @@ void gw_byid_add_lun(struct gw *g, const struct gw_lun *l);
 void gw_byid_free(struct gw *g);
 /* The inode of `name` in directory `parent` among by-id/ and .stats, or 0. */
 fuse_ino_t gw_extra_lookup(struct gw *g, fuse_ino_t parent, const char *name);
-/* Attributes of .stats, by-id/ or a symlink; false if ino is none of them. */
+/* Attributes of .stats (size 0), by-id/ or a symlink; false if ino is none of them.  Calls nothing. */
 bool gw_extra_attr(struct gw *g, fuse_ino_t ino, struct stat *st);
 /* readdir of by-id/ and readlink of its symlinks (reply sent). */
 void gw_byid_readdir(fuse_req_t req, struct gw *g, size_t size, off_t off);
@@ -223,6 +223,8 @@ void gw_readlink(fuse_req_t req, fuse_ino_t ino);
 /*
  * .stats (stats.c): "key value" lines, generated on open into a buffer
  * owned by the open file (a consistent snapshot); read-only, direct_io.
+ * Served as /proc files are: its attributes (byid.c) give size 0 and
+ * render nothing; a read returns the open file's text until EOF.
  * gw_stats_render fills *out (malloc'd, caller frees) and *len (bytes);
  * returns 0 or -ENOMEM.
  */
