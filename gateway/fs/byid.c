@@ -70,32 +70,21 @@ bool gw_extra_attr(struct gw *g, fuse_ino_t ino, struct stat *st)
 	return true;
 }
 
+/* by-id/'s entry j: link j, unless its LUN is gone. */
+static bool byid_entry(const void *ctx, size_t j, const char **name, struct stat *st)
+{
+	const struct gw_link *k = &((const struct gw *)ctx)->links[j];
+	if (!link_live(k))
+		return false;
+	*name = k->name;
+	st->st_ino = k->ino;
+	st->st_mode = S_IFLNK;
+	return true;
+}
+
 void gw_byid_readdir(fuse_req_t req, struct gw *g, size_t size, off_t off)
 {
-	char buf[16384];
-	size_t used = 0;
-	if (size > sizeof(buf))
-		size = sizeof(buf);
-	for (off_t i = off, n = (off_t)gw_nlinks(g); i < n + 2; i++) {
-		struct stat st = {0};
-		const char *name;
-		if (i < 2) {
-			name = i == 0 ? "." : "..";
-			st.st_ino = i == 0 ? GW_BYID_INO : FUSE_ROOT_ID;
-			st.st_mode = S_IFDIR;
-		} else {
-			if (!link_live(&g->links[i - 2]))
-				continue;
-			name = g->links[i - 2].name;
-			st.st_ino = g->links[i - 2].ino;
-			st.st_mode = S_IFLNK;
-		}
-		size_t n = fuse_add_direntry(req, buf + used, size - used, name, &st, i + 1);
-		if (n > size - used)
-			break;
-		used += n;
-	}
-	fuse_reply_buf(req, buf, used);
+	gw_reply_dir(req, GW_BYID_INO, ROOT_INO, size, off, gw_nlinks(g), byid_entry, g);
 }
 
 void gw_readlink(fuse_req_t req, fuse_ino_t ino)
