@@ -167,7 +167,11 @@ struct gw_own_ua {
 	struct gw *g;
 	uint64_t lun_field;
 };
-void gw_own_ua(void *arg, const struct scsi_sense *sense);
+static inline void gw_own_ua(void *arg, const struct scsi_sense *sense)
+{
+	const struct gw_own_ua *o = arg;
+	blk_retry_note_ua(o->g->retry, o->lun_field, sense);
+}
 
 
 /*

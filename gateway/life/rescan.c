@@ -117,12 +117,6 @@ static void ua_hook(void *arg, uint64_t lun_field, unsigned events, const struct
 	prompt(r, events);
 }
 
-void gw_own_ua(void *arg, const struct scsi_sense *sense)
-{
-	struct gw_own_ua *o = arg;
-	blk_retry_note_ua(o->g->retry, o->lun_field, sense);
-}
-
 /* ---- one round ---- */
 
 static void notify_entry(struct gw *g, const char *name)
