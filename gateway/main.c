@@ -36,7 +36,7 @@
 #include "gateway/fuse/fuselog.h"
 #include "gateway/fuse/fuse_uring.h"
 #include "gateway.h"
-#include "gateway/setup/lun_select.h"
+#include "gateway/luns/lun_select.h"
 #include "gateway/life/paths.h"
 #include "gateway/life/rescan.h"
 #include "gateway/setup/pool_setup.h"

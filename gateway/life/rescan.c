@@ -29,7 +29,7 @@
 #include "initiator/util/log.h"
 #include "initiator/util/thread.h"
 #include "gateway/gateway.h"
-#include "gateway/setup/lun_select.h"
+#include "gateway/luns/lun_select.h"
 #include "paths.h"
 #include "rescan.h"
 
