@@ -42,7 +42,7 @@
 #include "gateway/setup/pool_setup.h"
 #include "gateway/settings/settings.h"
 #include "gateway/setup/startup.h"
-#include "gateway/life/stop.h"
+#include "stop.h"
 #include "gateway/setup/transport_pick.h"
 
 /* Everything one mount holds, from the command line to the close. */
