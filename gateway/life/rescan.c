@@ -23,7 +23,6 @@
 #include <string.h>
 #include <time.h>
 
-#include "cache/bcache/bcache_blk.h"
 #include "cache/blkio/discard.h"
 #include "initiator/util/clock.h"
 #include "initiator/util/log.h"
