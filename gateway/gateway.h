@@ -41,7 +41,7 @@ struct gw_lun {
 	/*
 	 * Attributes kept for the life of the mount (fs/fs_attr.c): chmod, chown
 	 * and utimens set them, under fs_attr.c's attr_lock; set when the slot is
-	 * first filled (gw_lun_attr_init), kept when the LUN comes back.
+	 * first filled (gw_lun_add, luns/lun_table.c), kept when the LUN comes back.
 	 */
 	mode_t mode;            /* permission bits; the write bits are hidden while ro */
 	uid_t uid;
@@ -84,7 +84,7 @@ struct gw {
 	mode_t umask;           /* cleared from 0777 (directory) and 0666/0444 (LUN files) */
 	struct timespec mtime;
 	const char *transport;  /* "tcp", "iser": for .stats */
-	struct gw_link *links;  /* by-id/ symlinks (byid.c): GW_MAX_LINKS slots allocated at mount */
+	struct gw_link *links;  /* by-id/ symlinks (luns/byid_links.c): GW_MAX_LINKS slots allocated at mount */
 	_Atomic size_t nlinks;  /* slots in use: filled, then published (release), never freed */
 	/* target events (rescan.c): slots luns[0..GW_MAX_LUNS) exist, nluns are in use */
 	struct fuse_session *se;      /* for kernel cache invalidation */
@@ -126,22 +126,6 @@ void gw_files_free_all(struct gw *g);
  */
 int gw_lun_sync(struct gw_lun *l, blk_done_fn cb, void *arg);
 
-/* ---- target events: rescans, capacity and LUN changes (rescan.c) ---- */
-
-struct gw_rescan_stats {
-	uint64_t rescans;           /* rounds run (periodic or prompted) */
-	uint64_t prompted;          /* of those, prompted by a UNIT ATTENTION */
-	uint64_t capacity_changes;  /* a LUN's size changed */
-	uint64_t luns_added, luns_removed;
-};
-
-/*
- * Give a newly filled slot its attributes: the mounting user's, mode 0666
- * less -o umask, times now (fs_attr.c).  Called by gw_lun_add before the slot
- * is published.
- */
-void gw_lun_attr_init(const struct gw *g, struct gw_lun *l);
-
 /*
  * The number of LUN slots in use (slots are never freed; a removed LUN's
  * slot has gone set).  Acquire: the slots below it are filled.  Any thread.
@@ -163,37 +147,14 @@ static inline bool gw_lun_gone(const struct gw_lun *l) { return atomic_load_expl
 static inline bool gw_lun_ro(const struct gw_lun *l) { return atomic_load_explicit(&l->ro, memory_order_relaxed); }
 
 /*
- * Make info's LUN a file: a new slot (ino 2 + slot), or the gone slot of
- * the same LUN number and block size again.  Called by open_luns before the
- * mount and by the rescan thread.  Returns the slot or NULL (table full,
- * blk_dev_init failure).
+ * Make info's LUN a file (gateway/luns/lun_table.c): a new slot (ino 2 +
+ * slot, the mounting user's attributes, mode 0666 less -o umask, times
+ * now), or the gone slot of the same LUN number and block size again
+ * (its attributes kept).  Called by open_luns before the mount and by the
+ * rescan thread.  Returns the slot or NULL (table full, blk_dev_init
+ * failure).
  */
 struct gw_lun *gw_lun_add(struct gw *g, const struct iscsi_lun_info *info);
-
-/*
- * Start the rescan thread: every interval_s seconds (0 = only when
- * prompted), and whenever a UNIT ATTENTION says so (CAPACITY DATA HAS
- * CHANGED, REPORTED LUNS DATA HAS CHANGED, power on / reset, ...), READ
- * CAPACITY of each LUN and, without a LUN in the URL, REPORT LUNS; sizes
- * follow, LUN files appear and disappear, the kernel's caches are told
- * (fuse_lowlevel_notify_inval_inode/_entry).  Also installs the UNIT
- * ATTENTION hook on g->retry.  Returns 0 or a negative errno.
- */
-int gw_rescan_start(struct gw *g, unsigned interval_s);
-/*
- * statfs wants the deallocated blocks of the thin-provisioned LUNs
- * measured again (gw_lun.dealloc_blocks): the rescan thread does it for
- * each whose figure is older than GW_SPACE_REFRESH_MS, at most
- * GW_SPACE_MAX_CMDS GET LBA STATUS commands per LUN.  Never waits.
- * Returns false when there is no rescan thread (nothing will be measured).
- */
-#define GW_SPACE_REFRESH_MS 3000
-#define GW_SPACE_MAX_CMDS 64
-bool gw_rescan_space(struct gw *g);
-/* Stop and join the rescan thread (waits for a round in progress).  No-op if not started. */
-void gw_rescan_stop(struct gw *g);
-/* Counters so far (zeros if not started). */
-void gw_rescan_get_stats(struct gw *g, struct gw_rescan_stats *out);
 
 /*
  * A UNIT ATTENTION consumed by one of the gateway's own synchronous
@@ -207,7 +168,11 @@ struct gw_own_ua {
 	struct gw *g;
 	uint64_t lun_field;
 };
-void gw_own_ua(void *arg, const struct scsi_sense *sense);
+static inline void gw_own_ua(void *arg, const struct scsi_sense *sense)
+{
+	const struct gw_own_ua *o = arg;
+	blk_retry_note_ua(o->g->retry, o->lun_field, sense);
+}
 
 
 /*
@@ -231,9 +196,13 @@ struct gw_link {
 /* Links per LUN: scsi-<id> and one per designator of iscsi_lun_info.lu_desig. */
 #define GW_MAX_LINKS (GW_MAX_LUNS * 5)
 
+/* The link slots in use; acquire: the entries below it are filled.  Any thread. */
+static inline size_t gw_nlinks(const struct gw *g) { return atomic_load_explicit(&g->nlinks, memory_order_acquire); }
+
 /*
- * by-id/ (byid.c): one symlink per VPD 0x83 logical-unit designator (SPC-4
- * §7.8.6) of each LUN, named like /dev/disk/by-id: wwn-0x<hex> (NAA),
+ * by-id/ (the table: luns/byid_links.c; its files: fs/byid.c): one
+ * symlink per VPD 0x83 logical-unit designator (SPC-4 §7.8.6) of each
+ * LUN, named like /dev/disk/by-id: wwn-0x<hex> (NAA),
  * eui-0x<hex> (EUI-64), t10-<vendor_id> (T10 vendor ID, spaces as '_'),
  * and scsi-<id> for the preferred one (udev's ID_SERIAL form).
  * gw_byid_build allocates the link table and adds the links of the LUNs
@@ -250,7 +219,7 @@ void gw_byid_add_lun(struct gw *g, const struct gw_lun *l);
 void gw_byid_free(struct gw *g);
 /* The inode of `name` in directory `parent` among by-id/ and .stats, or 0. */
 fuse_ino_t gw_extra_lookup(struct gw *g, fuse_ino_t parent, const char *name);
-/* Attributes of .stats, by-id/ or a symlink; false if ino is none of them. */
+/* Attributes of .stats (size 0), by-id/ or a symlink; false if ino is none of them.  Calls nothing. */
 bool gw_extra_attr(struct gw *g, fuse_ino_t ino, struct stat *st);
 /* readdir of by-id/ and readlink of its symlinks (reply sent). */
 void gw_byid_readdir(fuse_req_t req, struct gw *g, size_t size, off_t off);
@@ -259,6 +228,8 @@ void gw_readlink(fuse_req_t req, fuse_ino_t ino);
 /*
  * .stats (stats.c): "key value" lines, generated on open into a buffer
  * owned by the open file (a consistent snapshot); read-only, direct_io.
+ * Served as /proc files are: its attributes (byid.c) give size 0 and
+ * render nothing; a read returns the open file's text until EOF.
  * gw_stats_render fills *out (malloc'd, caller frees) and *len (bytes);
  * returns 0 or -ENOMEM.
  */

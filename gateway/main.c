@@ -37,12 +37,13 @@
 #include "gateway/fuse/fuselog.h"
 #include "gateway/fuse/fuse_uring.h"
 #include "gateway.h"
-#include "gateway/setup/lun_select.h"
+#include "gateway/luns/lun_select.h"
 #include "gateway/life/paths.h"
+#include "gateway/life/rescan.h"
 #include "gateway/setup/pool_setup.h"
 #include "gateway/settings/settings.h"
 #include "gateway/setup/startup.h"
-#include "gateway/life/stop.h"
+#include "stop.h"
 #include "gateway/setup/transport_pick.h"
 
 /* Everything one mount holds, from the command line to the close. */

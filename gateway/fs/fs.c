@@ -15,6 +15,7 @@
 #include <unistd.h>
 
 #include "fs_priv.h"
+#include "gateway/life/rescan.h"
 
 static void gw_init(void *userdata, struct fuse_conn_info *conn)
 {
@@ -130,11 +131,37 @@ static void gw_create(fuse_req_t req, fuse_ino_t parent, const char *name, mode_
 	names_fixed(req);
 }
 
+/* The root's listing: the LUNs (nluns of them when it began), then .stats and by-id/. */
+struct root_list {
+	const struct gw *g;
+	size_t nluns;
+};
+
+static bool root_entry(const void *ctx, size_t j, const char **name, struct stat *st)
+{
+	const struct root_list *r = ctx;
+	if (j < r->nluns) {
+		const struct gw_lun *l = &r->g->luns[j];
+		if (gw_lun_gone(l))
+			return false;
+		*name = l->name;
+		st->st_ino = l->ino;
+		st->st_mode = S_IFREG;
+	} else if (j == r->nluns) {
+		*name = GW_STATS_NAME;
+		st->st_ino = GW_STATS_INO;
+		st->st_mode = S_IFREG;
+	} else {
+		*name = GW_BYID_NAME;
+		st->st_ino = GW_BYID_INO;
+		st->st_mode = S_IFDIR;
+	}
+	return true;
+}
+
 static void gw_readdir(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off, struct fuse_file_info *fi)
 {
 	struct gw *g = gw_of(req);
-	char buf[16384];
-	size_t used = 0;
 	(void)fi;
 	if (ino == GW_BYID_INO) {
 		gw_byid_readdir(req, g, size, off);
@@ -144,40 +171,8 @@ static void gw_readdir(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off, s
 		fuse_reply_err(req, ENOTDIR);
 		return;
 	}
-	if (size > sizeof(buf))
-		size = sizeof(buf);
-	for (off_t i = off; i < (off_t)gw_nluns(g) + 4; i++) { /* ., .., the LUNs, .stats, by-id */
-		struct stat st = {0};
-		const char *name;
-		if (i == 0) {
-			name = ".";
-			st.st_ino = ROOT_INO;
-			st.st_mode = S_IFDIR;
-		} else if (i == 1) {
-			name = "..";
-			st.st_ino = ROOT_INO;
-			st.st_mode = S_IFDIR;
-		} else if (i == (off_t)gw_nluns(g) + 2) {
-			name = GW_STATS_NAME;
-			st.st_ino = GW_STATS_INO;
-			st.st_mode = S_IFREG;
-		} else if (i == (off_t)gw_nluns(g) + 3) {
-			name = GW_BYID_NAME;
-			st.st_ino = GW_BYID_INO;
-			st.st_mode = S_IFDIR;
-		} else {
-			if (gw_lun_gone(&g->luns[i - 2]))
-				continue;
-			name = g->luns[i - 2].name;
-			st.st_ino = g->luns[i - 2].ino;
-			st.st_mode = S_IFREG;
-		}
-		size_t n = fuse_add_direntry(req, buf + used, size - used, name, &st, i + 1);
-		if (n > size - used)
-			break;
-		used += n;
-	}
-	fuse_reply_buf(req, buf, used);
+	struct root_list r = {g, gw_nluns(g)};
+	gw_reply_dir(req, ROOT_INO, ROOT_INO, size, off, r.nluns + 2, root_entry, &r); /* the LUNs, .stats, by-id */
 }
 
 static void gw_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)

@@ -27,16 +27,6 @@ static pthread_mutex_t attr_lock = PTHREAD_MUTEX_INITIALIZER;
 
 static struct timespec ns_ts(int64_t ns) { return (struct timespec){.tv_sec = ns / 1000000000, .tv_nsec = ns % 1000000000}; }
 
-void gw_lun_attr_init(const struct gw *g, struct gw_lun *l)
-{
-	l->mode = 0666 & ~g->umask;
-	l->uid = g->uid;
-	l->gid = g->gid;
-	clock_gettime(CLOCK_REALTIME, &l->mtime);
-	l->atime = l->ctime = l->mtime;
-	l->write_ns = 0;
-}
-
 /* Under attr_lock: a write since the last setattr becomes the kept mtime and ctime. */
 static void fold_write(struct gw_lun *l)
 {

@@ -2,7 +2,9 @@
 /*
  * What the FUSE handlers share (fs.c: the operations table, names, open
  * and release; fs_attr.c: attributes and permissions; fs_io.c: I/O through
- * route.c).  Internal to those three files.
+ * route.c; byid.c: the files that are not LUNs).  Internal to
+ * gateway/fs/: the helpers below are inline so that no handler file calls
+ * back into the operations table's file.
  */
 #ifndef ISERFUSE_FS_PRIV_H
 #define ISERFUSE_FS_PRIV_H
@@ -25,6 +27,44 @@ static inline struct gw_lun *gw_lun_by_ino(struct gw *g, fuse_ino_t ino)
 	if (ino < 2 || ino - 2 >= gw_nluns(g))
 		return NULL;
 	return &g->luns[ino - 2];
+}
+
+/*
+ * The directory entry j (0-based, after "." and "..") of a listing: sets
+ * *name and st->st_ino, st->st_mode (the type bits); false when there is
+ * none there now (a gone LUN's: skipped, its index kept).
+ */
+typedef bool (*gw_dirent_fn)(const void *ctx, size_t j, const char **name, struct stat *st);
+
+/*
+ * readdir's reply for a directory of inode self in parent: ".", "..",
+ * then entry(ctx, j, ...) for j in [0, n), from listing index off (the
+ * offset of the entry at index i is i + 1) as far as size bytes (at most
+ * 16 KiB) hold.  Reply sent.
+ */
+static inline void gw_reply_dir(fuse_req_t req, fuse_ino_t self, fuse_ino_t parent, size_t size, off_t off, size_t n,
+				gw_dirent_fn entry, const void *ctx)
+{
+	char buf[16384];
+	size_t used = 0;
+	if (size > sizeof(buf))
+		size = sizeof(buf);
+	for (off_t i = off < 0 ? 0 : off; i < (off_t)n + 2; i++) {
+		struct stat st = {0};
+		const char *name;
+		if (i < 2) {
+			name = i == 0 ? "." : "..";
+			st.st_ino = i == 0 ? self : parent;
+			st.st_mode = S_IFDIR;
+		} else if (!entry(ctx, (size_t)i - 2, &name, &st)) {
+			continue;
+		}
+		size_t len = fuse_add_direntry(req, buf + used, size - used, name, &st, i + 1);
+		if (len > size - used)
+			break;
+		used += len;
+	}
+	fuse_reply_buf(req, buf, used);
 }
 
 /* ---- fs_attr.c ---- */

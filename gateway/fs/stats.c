@@ -2,8 +2,10 @@
 /*
  * MOUNTPOINT/.stats: one "key value" line per counter, generated when the
  * file is opened (one snapshot per open file, so a reader never sees a mix
- * of two moments), read-only.  To add a counter: a field in struct snap,
- * a line in rows[], and where it is filled in take_snapshot.
+ * of two moments), read-only, direct_io.  Like a /proc file it has size
+ * 0 (byid.c's attributes render nothing): readers read until EOF.  To add
+ * a counter: a field in struct snap, a line in rows[], and where it is
+ * filled in take_snapshot.
  */
 #include <errno.h>
 #include <stdatomic.h>
@@ -15,6 +17,7 @@
 #include "gateway/fuse/fuse_uring.h"
 #include "gateway/gateway.h"
 #include "gateway/life/paths.h"
+#include "gateway/life/rescan.h"
 #include "initiator/mpath/mpath.h"
 
 struct snap {

@@ -8,12 +8,12 @@
  * table and tells the kernel (fuse_lowlevel_notify_inval_inode for a new
  * size, fuse_lowlevel_notify_inval_entry for a name that came or went).
  *
- * The LUN table has GW_MAX_LUNS slots allocated before the mount; only
- * this thread (and open_luns, before it starts) fills a slot, then
- * publishes it by raising g->nluns.  A slot is never freed: a LUN the
- * target stops reporting is marked gone (its open files get ENODEV, its
- * commands in flight complete), and comes back in the same slot when the
- * target reports it again with the same block size.
+ * Once mounted, only this thread fills slots of the LUN table
+ * (gw_lun_add, gateway/luns/lun_table.c) and adds by-id/ links
+ * (gw_byid_add_lun, gateway/luns/byid_links.c).  A slot is never freed: a
+ * LUN the target stops reporting is marked gone (its open files get
+ * ENODEV, its commands in flight complete), and comes back in the same
+ * slot when the target reports it again with the same block size.
  */
 #include <errno.h>
 #include <pthread.h>
@@ -23,14 +23,14 @@
 #include <string.h>
 #include <time.h>
 
-#include "cache/bcache/bcache_blk.h"
 #include "cache/blkio/discard.h"
 #include "initiator/util/clock.h"
 #include "initiator/util/log.h"
 #include "initiator/util/thread.h"
 #include "gateway/gateway.h"
-#include "gateway/setup/lun_select.h"
+#include "gateway/luns/lun_select.h"
 #include "paths.h"
+#include "rescan.h"
 
 struct gw_rescan {
 	struct gw *g;
@@ -61,47 +61,6 @@ static bool pause_ms(struct gw_rescan *r, unsigned ms)
 	bool go_on = !r->stop;
 	pthread_mutex_unlock(&r->lock);
 	return go_on;
-}
-
-struct gw_lun *gw_lun_add(struct gw *g, const struct iscsi_lun_info *info)
-{
-	size_t n = gw_nluns(g);
-	for (size_t i = 0; i < n; i++) {
-		struct gw_lun *l = &g->luns[i];
-		/* the same LUN back (same number, block size and identifier), not another disk under its number */
-		if (gw_lun_gone(l) && l->info.lun == info->lun && l->dev.bs == info->cap.block_size &&
-		    !strcmp(l->info.devid, info->devid)) {
-			l->info = *info;
-			atomic_store_explicit(&l->ro, g->ro || info->wp, memory_order_relaxed);
-			blk_dev_set_capacity(&l->dev, info->cap.nblocks);
-			bcache_dev_invalidate(l->cdev, blk_dev_size(&l->dev)); /* nothing dirty left (mark_gone); the LUN may be new */
-			atomic_store_explicit(&l->gone, false, memory_order_release);
-			return l;
-		}
-	}
-	if (n >= GW_MAX_LUNS)
-		return NULL;
-	struct gw_lun *l = &g->luns[n];
-	memset(l, 0, sizeof(*l));
-	l->info = *info;
-	snprintf(l->name, sizeof(l->name), "lun%u", info->lun);
-	l->ino = 2 + n;
-	l->ro = g->ro || info->wp;
-	gw_lun_attr_init(g, l);
-	int rc = g->mp ? blk_dev_init_ops(&l->dev, g->mp, &blk_session_ops_mpath, g->pool, info,
-					  g->max_io)
-		       : blk_dev_init(&l->dev, g->s, g->pool, info, g->max_io);
-	if (rc)
-		return NULL;
-	blk_dev_set_retry(&l->dev, g->retry, g->retry_budget_ms);
-	if (g->cache) { /* a LUN that appeared after the mount gets the block cache too */
-		struct bcache_backend be;
-		bcache_blk_backend(&be, &l->dev);
-		if (bcache_dev_add(g->cache, &be, &l->cdev))
-			l->cdev = NULL; /* uncached, still usable */
-	}
-	atomic_store_explicit(&g->nluns, n + 1, memory_order_release);
-	return l;
 }
 
 /* ---- prompting: the UNIT ATTENTION hook ---- */
@@ -155,12 +114,6 @@ static void ua_hook(void *arg, uint64_t lun_field, unsigned events, const struct
 	log_info("%s: UNIT ATTENTION %02xh/%02xh%s%s", name, sense->asc, sense->ascq,
 		 events & SCSI_UA_MEDIUM ? ", cached data dropped" : "", events ? ", rescanning" : "");
 	prompt(r, events);
-}
-
-void gw_own_ua(void *arg, const struct scsi_sense *sense)
-{
-	struct gw_own_ua *o = arg;
-	blk_retry_note_ua(o->g->retry, o->lun_field, sense);
 }
 
 /* ---- one round ---- */

@@ -10,7 +10,7 @@
 #include "cache/bcache/bcache_blk.h"
 #include "initiator/util/log.h"
 #include "gateway/fuse/fuse_rx.h"
-#include "lun_select.h"
+#include "gateway/luns/lun_select.h"
 #include "gateway/fs/route.h"
 #include "gateway/fuse/rx_layout.h"
 

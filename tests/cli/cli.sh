@@ -437,7 +437,15 @@ if run_ok "iserfuse lab mounts section [lab] on its mountpoint" "$iserfuse" -o "
 	check_eq ".stats: transport tcp" "$(stat_of "$mnt" transport)" tcp
 	check_eq ".stats: pool_slices = queue_depth from the file's options (8)" "$(stat_of "$mnt" pool_slices)" 8
 	check_eq ".stats: luns 1" "$(stat_of "$mnt" luns)" 1
-	check_eq ".stats: stat size = bytes read" "$(stat -c %s "$mnt/.stats")" "$(wc -c <"$mnt/.stats")"
+	# .stats is served as /proc files are: size 0, read until EOF (direct_io), the text made at open.
+	check_eq ".stats: stat size 0, as a /proc file's" "$(stat -c %s "$mnt/.stats")" 0
+	check_eq ".stats: cat gives the whole text (every key, in order)" \
+		"$(cat "$mnt/.stats" | awk '{ print $1 }' | tr '\n' ' ')" "$want"
+	check_eq ".stats: reads of 7 bytes give the whole text" \
+		"$(dd if="$mnt/.stats" bs=7 status=none | awk '{ print $1 }' | tr '\n' ' ')" "$want"
+	check ".stats: wc -c counts the text, not st_size ($(wc -c <"$mnt/.stats") bytes)" \
+		test "$(wc -c <"$mnt/.stats")" -gt 500
+	check ".stats: grep finds a line" grep -qx 'transport tcp' "$mnt/.stats"
 	c0=$(awk '$1=="commands"{print $2}' "$work/stats0")
 	r0=$(awk '$1=="bytes_read"{print $2}' "$work/stats0")
 	w0=$(awk '$1=="bytes_written"{print $2}' "$work/stats0")

@@ -206,6 +206,9 @@ check_eq "the mount lists exactly lun1, lun2, .stats and by-id" "$listing" ".sta
 for lun in lun1 lun2; do
 	check_eq "$lun is $size bytes" "$(stat -c %s "$mnt/$lun" 2>&1)" "$size"
 done
+check_eq ".stats is 0 bytes to stat, as a /proc file" "$(stat -c %s "$mnt/.stats" 2>&1)" 0
+check_eq ".stats: cat reads its text to the end (luns 2, then the path lines)" \
+	"$(awk '$1 == "luns" { print $2 } $1 == "path0" { print "path0" }' "$mnt/.stats" 2>&1 | tr '\n' ' ')" "2 path0 "
 
 # ---------------------------------------------------------------- I/O
 

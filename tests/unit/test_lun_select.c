@@ -1,10 +1,10 @@
 /* SPDX-License-Identifier: MIT */
-/* gateway/setup/lun_select.c: which LUNs of a REPORT LUNS list become files. */
+/* gateway/luns/lun_select.c: which LUNs of a REPORT LUNS list become files. */
 #include <criterion/criterion.h>
 #include <errno.h>
 #include <string.h>
 
-#include "gateway/setup/lun_select.h"
+#include "gateway/luns/lun_select.h"
 
 /* A fake target: per LUN number, what its probe returns. */
 struct fake_lun {

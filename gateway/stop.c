@@ -14,7 +14,8 @@
 #include "initiator/util/clock.h"
 #include "initiator/util/log.h"
 #include "gateway/fuse/fuse_uring.h"
-#include "paths.h"
+#include "gateway/life/paths.h"
+#include "gateway/life/rescan.h"
 #include "gateway/setup/pool_setup.h"
 
 /* ---- the stop signals ---- */

@@ -7,7 +7,7 @@
 #ifndef ISERFUSE_STOP_H
 #define ISERFUSE_STOP_H
 
-#include "gateway/gateway.h"
+#include "gateway.h"
 
 struct iser_ctx;
 
