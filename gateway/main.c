@@ -159,7 +159,7 @@ static int open_luns(struct gw *g, const struct iscsi_url *url, char *err, size_
 		rc = -ENODEV;
 		goto out;
 	}
-	/* Every slot up front: the rescan thread adds LUNs while workers read the table. */
+	/* Every slot up front: the rescan thread adds LUNs while FUSE handlers read the table. */
 	g->luns = calloc(GW_MAX_LUNS, sizeof(*g->luns));
 	if (!g->luns) {
 		rc = -ENOMEM;

@@ -4,9 +4,10 @@
  * from the payload pool or the queue depth) so that no request allocates
  * on the I/O path.  One calloc holds every object; a free stack under one
  * mutex hands them out.  Thread-safe.  Like buf_pool_get, ctxpool_get
- * waits while every object is out: the set is sized so that it does not
- * run dry before the pool's slices or the session's task slots do, so the
- * wait is back-pressure and never fails a request.  A caller that must
+ * waits while every object is out: the sets are sized from the pool's
+ * slices or the queue depth (route's: max_background plus a margin, which
+ * max_threads handlers can exceed), so a wait is back-pressure, ended by
+ * the next completion, and never fails a request.  A caller that must
  * not wait (it holds a lock a completion needs, or runs on the event
  * thread) uses ctxpool_tryget.
  *

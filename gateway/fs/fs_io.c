@@ -2,9 +2,9 @@
 /*
  * FUSE read, write, flush, fsync, fallocate and lseek of the LUN files:
  * the inode checks, then route.c, which picks the block cache or block
- * I/O.  Workers never wait on the network: a request is submitted and the
- * reply is sent from its completion on the connection's event thread.  A
- * worker may wait for a free pool slice or task slot (back-pressure) or
+ * I/O.  The FUSE reader (or ring thread) that runs a handler never waits
+ * on the network: a request is submitted and the reply is sent from its
+ * completion on the connection's event thread.  A handler may wait for a free pool slice or task slot (back-pressure) or
  * for an overlapping write to finish (read-modify-write ordering).
  */
 #include <errno.h>

@@ -198,7 +198,7 @@ int gw_stats_render(struct gw *g, char **out, size_t *len)
 
 /*
  * One open .stats: its snapshot.  The kernel may send RELEASE as soon as a
- * read's reply reached the reader, while the worker that replied is still
+ * read's reply reached the reader, while the thread that replied is still
  * in fuse_reply_buf: a reference per reply in progress keeps the text
  * alive until both are done.
  */
