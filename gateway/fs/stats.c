@@ -2,8 +2,9 @@
 /*
  * MOUNTPOINT/.stats: one "key value" line per counter, generated when the
  * file is opened (one snapshot per open file, so a reader never sees a mix
- * of two moments), read-only, direct_io.  Like a /proc file it has size
- * 0 (byid.c's attributes render nothing): readers read until EOF.  To add
+ * of two moments), read-only, direct_io and not seekable.  Like a /proc
+ * file it has size 0 (byid.c's attributes render nothing): readers read
+ * until EOF.  To add
  * a counter: a field in struct snap, a line in rows[], and where it is
  * filled in take_snapshot.
  */
@@ -232,6 +233,7 @@ void gw_stats_open(fuse_req_t req, struct fuse_file_info *fi)
 	atomic_init(&sf->refs, 1); /* the open file's */
 	fi->fh = (uint64_t)(uintptr_t)sf;
 	fi->direct_io = 1; /* the size changes between snapshots: read until EOF */
+	fi->nonseekable = 1; /* no pread, so sendfile(2) falls back to read(2) rather than seeing size 0 as EOF */
 	fi->keep_cache = 0;
 	fuse_reply_open(req, fi);
 }
