@@ -1,0 +1,22 @@
+# SPDX-License-Identifier: MIT
+# shellcheck shell=bash
+#
+# The common opening of a suite script (tests/SUITE/NAME.sh).  Its first
+# lines, after the comment that says what it checks:
+#   set -euo pipefail
+#   # shellcheck source-path=SCRIPTDIR source=../lib/open.sh
+#   . "$(dirname "${BASH_SOURCE[0]}")/../lib/open.sh"
+# Sets $here (the script's folder, absolute) and sources, from tests/lib/,
+# targets.sh, report.sh, suite.sh and mount.sh (in that order).
+
+# shellcheck disable=SC2034 # for the script
+here=$(cd "$(dirname "${BASH_SOURCE[1]}")" && pwd)
+_open_lib=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
+# shellcheck source=targets.sh
+. "$_open_lib/targets.sh"
+# shellcheck source=report.sh
+. "$_open_lib/report.sh"
+# shellcheck source=suite.sh
+. "$_open_lib/suite.sh"
+# shellcheck source=mount.sh
+. "$_open_lib/mount.sh"
