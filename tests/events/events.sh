@@ -31,14 +31,8 @@
 #    descriptor" for a reply after the channel closed).
 # Prints "ok - " / "not ok - " lines and "N passed, M failed".
 set -euo pipefail
-
-here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
-# shellcheck source-path=SCRIPTDIR source=../lib/targets.sh
-. "$here/../lib/targets.sh"
-# shellcheck source-path=SCRIPTDIR source=../lib/report.sh
-. "$here/../lib/report.sh"
-# shellcheck source-path=SCRIPTDIR source=../lib/suite.sh
-. "$here/../lib/suite.sh"
+# shellcheck source-path=SCRIPTDIR source=../lib/open.sh
+. "$(dirname "${BASH_SOURCE[0]}")/../lib/open.sh"
 
 if [[ $# -ne 1 || ! -x $1 ]]; then
 	echo "usage: $0 ISERFUSE" >&2

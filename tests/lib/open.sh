@@ -12,11 +12,11 @@
 # shellcheck disable=SC2034 # for the script
 here=$(cd "$(dirname "${BASH_SOURCE[1]}")" && pwd)
 _open_lib=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
-# shellcheck source=targets.sh
+# shellcheck source-path=SCRIPTDIR source=../lib/targets.sh
 . "$_open_lib/targets.sh"
-# shellcheck source=report.sh
+# shellcheck source-path=SCRIPTDIR source=../lib/report.sh
 . "$_open_lib/report.sh"
-# shellcheck source=suite.sh
+# shellcheck source-path=SCRIPTDIR source=../lib/suite.sh
 . "$_open_lib/suite.sh"
-# shellcheck source=mount.sh
+# shellcheck source-path=SCRIPTDIR source=../lib/mount.sh
 . "$_open_lib/mount.sh"

@@ -30,14 +30,8 @@
 # last; exits 1 if anything failed (also without /dev/fuse, fusermount3 or
 # another tool it needs), 2 on bad usage.
 set -euo pipefail
-
-here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
-# shellcheck source-path=SCRIPTDIR source=../lib/targets.sh
-. "$here/../lib/targets.sh"
-# shellcheck source-path=SCRIPTDIR source=../lib/report.sh
-. "$here/../lib/report.sh"
-# shellcheck source-path=SCRIPTDIR source=../lib/suite.sh
-. "$here/../lib/suite.sh"
+# shellcheck source-path=SCRIPTDIR source=../lib/open.sh
+. "$(dirname "${BASH_SOURCE[0]}")/../lib/open.sh"
 
 if [[ $# -ne 2 ]]; then
 	echo "usage: $0 ISERFUSE_BINARY SCENARIO|all" >&2
