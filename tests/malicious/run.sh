@@ -33,16 +33,10 @@ set -euo pipefail
 # shellcheck source-path=SCRIPTDIR source=../lib/open.sh
 . "$(dirname "${BASH_SOURCE[0]}")/../lib/open.sh"
 
-if [[ $# -ne 2 ]]; then
-	echo "usage: $0 ISERFUSE_BINARY SCENARIO|all" >&2
-	exit 2
-fi
+suite_args 2 "ISERFUSE_BINARY SCENARIO|all" "$@"
 iserfuse=$1
 scenario=$2
-if [[ ! -x $iserfuse ]]; then
-	echo "$0: $iserfuse: not an executable file" >&2
-	exit 2
-fi
+need_exe "$iserfuse"
 iserfuse=$(cd "$(dirname "$iserfuse")" && pwd)/$(basename "$iserfuse")
 target_py=$here/fake_target.py
 
