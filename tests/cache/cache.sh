@@ -25,7 +25,6 @@
 #
 # Prints "ok - ..." / "not ok - ..." per check and "N passed, M failed";
 # exits 1 if anything failed, 77 (skip) when not root.
-set -euo pipefail
 # shellcheck source-path=SCRIPTDIR source=../lib/open.sh
 . "$(dirname "${BASH_SOURCE[0]}")/../lib/open.sh"
 

@@ -12,7 +12,6 @@
 # brackets in messages.  No target.
 # Prints "ok - ..." / "not ok - ..." and "N passed, M failed"; exits 1 if
 # anything failed, 77 (skip) when not root.
-set -euo pipefail
 # shellcheck source-path=SCRIPTDIR source=../lib/open.sh
 . "$(dirname "${BASH_SOURCE[0]}")/../lib/open.sh"
 # shellcheck source-path=SCRIPTDIR source=../lib/cli.sh

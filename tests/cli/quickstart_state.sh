@@ -10,7 +10,6 @@
 # Two users' earlier runs are staged (a real tgtd each, as quickstart.sh
 # starts it) under a private QUICKSTART_STATE_ROOT; nothing is installed,
 # built or mounted.  Needs root and tgtd.
-set -euo pipefail
 # shellcheck source-path=SCRIPTDIR source=../lib/open.sh
 . "$(dirname "${BASH_SOURCE[0]}")/../lib/open.sh"
 

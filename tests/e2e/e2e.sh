@@ -19,7 +19,6 @@
 # "N passed, M failed" last; exits 1 if anything failed, 77 (skip) when not
 # root, 2 on bad usage.  Needs root, /dev/fuse, loop devices, tgt, fuse3,
 # qemu-utils, e2fsprogs.
-set -euo pipefail
 # shellcheck source-path=SCRIPTDIR source=../lib/open.sh
 . "$(dirname "${BASH_SOURCE[0]}")/../lib/open.sh"
 

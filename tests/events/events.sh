@@ -30,7 +30,6 @@
 #    without "iserfuse: " (libfuse's "fuse: writing device: Bad file
 #    descriptor" for a reply after the channel closed).
 # Prints "ok - " / "not ok - " lines and "N passed, M failed".
-set -euo pipefail
 # shellcheck source-path=SCRIPTDIR source=../lib/open.sh
 . "$(dirname "${BASH_SOURCE[0]}")/../lib/open.sh"
 

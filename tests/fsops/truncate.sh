@@ -23,7 +23,6 @@
 #
 # Prints "ok - ..." / "not ok - ..." and "N passed, M failed"; exits 1 if
 # anything failed, 77 (skip) when not root, 2 on bad usage.
-set -euo pipefail
 # shellcheck source-path=SCRIPTDIR source=../lib/open.sh
 . "$(dirname "${BASH_SOURCE[0]}")/../lib/open.sh"
 

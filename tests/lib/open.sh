@@ -3,11 +3,13 @@
 #
 # The common opening of a suite script (tests/SUITE/NAME.sh).  Its first
 # lines, after the comment that says what it checks:
-#   set -euo pipefail
 #   # shellcheck source-path=SCRIPTDIR source=../lib/open.sh
 #   . "$(dirname "${BASH_SOURCE[0]}")/../lib/open.sh"
-# Sets $here (the script's folder, absolute) and sources, from tests/lib/,
-# targets.sh, report.sh, suite.sh and mount.sh (in that order).
+# Sets -euo pipefail and $here (the script's folder, absolute), and
+# sources, from tests/lib/, targets.sh, report.sh, suite.sh and mount.sh
+# (in that order).
+
+set -euo pipefail
 
 # shellcheck disable=SC2034 # for the script
 here=$(cd "$(dirname "${BASH_SOURCE[1]}")" && pwd)

@@ -15,7 +15,6 @@
 #     command UNIT ATTENTION 2Ah/06h once, then the new states; a
 #     transitioning TPG answers READ with 04h/0Ah, an unavailable one 04h/0Ch;
 #   - without --alua: TPGS 0, no TPG, and the query is EOPNOTSUPP.
-set -euo pipefail
 # shellcheck source-path=SCRIPTDIR source=../lib/open.sh
 . "$(dirname "${BASH_SOURCE[0]}")/../lib/open.sh"
 

@@ -29,7 +29,6 @@
 # Prints "ok - ..." / "not ok - ..." per check and "N passed, M failed"
 # last; exits 1 if anything failed (also without /dev/fuse, fusermount3 or
 # another tool it needs), 2 on bad usage.
-set -euo pipefail
 # shellcheck source-path=SCRIPTDIR source=../lib/open.sh
 . "$(dirname "${BASH_SOURCE[0]}")/../lib/open.sh"
 

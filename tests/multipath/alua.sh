@@ -17,7 +17,6 @@
 #   3. TPG 1 active/optimized, TPG 2 unavailable: back to path0.
 #   4. A write through the mount, then TPG 1 transitioning and TPG 2
 #      active/optimized: the data reads back the same through path1.
-set -euo pipefail
 # shellcheck source-path=SCRIPTDIR source=../lib/open.sh
 . "$(dirname "${BASH_SOURCE[0]}")/../lib/open.sh"
 

@@ -27,7 +27,6 @@
 # link, no completion waited 1.5 s (the outage's length); for blackhole,
 # none waited more than 2 s.  The longest completion latency per outage
 # and overall is printed (fio's per-50-ms maximum latency log).
-set -euo pipefail
 # shellcheck source-path=SCRIPTDIR source=../lib/open.sh
 . "$(dirname "${BASH_SOURCE[0]}")/../lib/open.sh"
 # shellcheck source-path=SCRIPTDIR source=common.sh

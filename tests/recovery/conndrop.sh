@@ -9,7 +9,6 @@
 # (tgtadm --op delete --mode conn) three times.  Each time the session must
 # be reinstated (tgtd shows a new session for our initiator) and fio must
 # end with 0 verify errors and 0 I/O errors.
-set -euo pipefail
 # shellcheck source-path=SCRIPTDIR source=../lib/open.sh
 . "$(dirname "${BASH_SOURCE[0]}")/../lib/open.sh"
 # shellcheck source-path=SCRIPTDIR source=common.sh

@@ -13,7 +13,6 @@
 # with 0 verify errors and 0 I/O errors, and each outage is detected by the
 # NOP-Out pings (noop_interval=1, noop_timeout=2): the session is reinstated
 # exactly once per outage, twice in all.
-set -euo pipefail
 # shellcheck source-path=SCRIPTDIR source=../lib/open.sh
 . "$(dirname "${BASH_SOURCE[0]}")/../lib/open.sh"
 # shellcheck source-path=SCRIPTDIR source=common.sh

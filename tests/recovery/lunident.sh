@@ -10,7 +10,6 @@
 # LUN 2 differ first by a VPD 0x83 designator; LUN 1 after tgtd is killed,
 # its backing file doubled and tgtd restarted differs by its capacity
 # (131072 vs 262144 blocks of 512 bytes) and nothing before it.
-set -euo pipefail
 # shellcheck source-path=SCRIPTDIR source=../lib/open.sh
 . "$(dirname "${BASH_SOURCE[0]}")/../lib/open.sh"
 

@@ -14,7 +14,6 @@
 # a removed route is -ENETUNREACH.  A watcher in the namespace must see
 # `ip link set dev X down` and `up`, `ip route add` and `ip route del`
 # within 200 ms each (the delays are printed), and stop cleanly on SIGTERM.
-set -euo pipefail
 # shellcheck source-path=SCRIPTDIR source=../lib/open.sh
 . "$(dirname "${BASH_SOURCE[0]}")/../lib/open.sh"
 

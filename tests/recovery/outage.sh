@@ -12,7 +12,6 @@
 # with the same LUN the session is reinstated and I/O works again (data
 # written before the outage reads back).  Last, an unmount while the
 # target is down again ends the daemon (close during recovery).
-set -euo pipefail
 # shellcheck source-path=SCRIPTDIR source=../lib/open.sh
 . "$(dirname "${BASH_SOURCE[0]}")/../lib/open.sh"
 # shellcheck source-path=SCRIPTDIR source=common.sh

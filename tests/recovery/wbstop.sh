@@ -14,7 +14,6 @@
 # the reason; no per-command "I/O failed" line at the default level, no
 # status or sense the target never sent, no "replacement timeout" line
 # (the replacement timeout did not pass).
-set -euo pipefail
 # shellcheck source-path=SCRIPTDIR source=../lib/open.sh
 . "$(dirname "${BASH_SOURCE[0]}")/../lib/open.sh"
 # shellcheck source-path=SCRIPTDIR source=common.sh

@@ -18,7 +18,6 @@
 # Prints "ok - ..." / "not ok - ..." per check (details on "# " lines) and
 # "N passed, M failed" last; exits 1 if anything failed, 77 (skip) when not
 # root, 2 on bad usage.  Needs root, /dev/fuse, tgt, fuse3.
-set -euo pipefail
 # shellcheck source-path=SCRIPTDIR source=../lib/open.sh
 . "$(dirname "${BASH_SOURCE[0]}")/../lib/open.sh"
 

@@ -13,7 +13,6 @@
 # 3. Silent for longer than -o replacement_timeout: the pending read fails
 #    with EIO, the daemon stays alive, and once tgtd runs again I/O works.
 # Prints "ok - " / "not ok - " lines and "N passed, M failed".
-set -euo pipefail
 # shellcheck source-path=SCRIPTDIR source=../lib/open.sh
 . "$(dirname "${BASH_SOURCE[0]}")/../lib/open.sh"
 
