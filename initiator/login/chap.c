@@ -20,6 +20,8 @@
 #include <nettle/sha2.h>
 #include <nettle/sha3.h>
 
+#include "initiator/util/hex.h"
+
 static const struct nettle_hash *chap_hash(unsigned alg)
 {
 	switch (alg) {
@@ -82,17 +84,6 @@ int iscsi_chap_response(unsigned alg, uint8_t id, const void *secret, size_t sec
 	return (int)h->digest_size;
 }
 
-static int hexval(unsigned char ch)
-{
-	if (ch >= '0' && ch <= '9')
-		return ch - '0';
-	if (ch >= 'a' && ch <= 'f')
-		return ch - 'a' + 10;
-	if (ch >= 'A' && ch <= 'F')
-		return ch - 'A' + 10;
-	return -1;
-}
-
 static int decode_hex(const char *p, size_t n, uint8_t *out, size_t cap, size_t *len)
 {
 	size_t bytes = (n + 1) / 2;
@@ -101,13 +92,13 @@ static int decode_hex(const char *p, size_t n, uint8_t *out, size_t cap, size_t 
 	if (bytes > cap)
 		return -EMSGSIZE;
 	for (i = 0; i < n; i++)
-		if (hexval((unsigned char)p[i]) < 0)
+		if (hex_val((unsigned char)p[i]) < 0)
 			return -EINVAL;
 	i = 0;
 	if (n % 2) /* an odd count: the first digit stands alone */
-		out[o++] = (uint8_t)hexval((unsigned char)p[i++]);
+		out[o++] = (uint8_t)hex_val((unsigned char)p[i++]);
 	for (; i < n; i += 2)
-		out[o++] = (uint8_t)(hexval((unsigned char)p[i]) << 4 | hexval((unsigned char)p[i + 1]));
+		out[o++] = (uint8_t)(hex_val((unsigned char)p[i]) << 4 | hex_val((unsigned char)p[i + 1]));
 	*len = o;
 	return 0;
 }
@@ -206,7 +197,7 @@ int iscsi_chap_parse_id(const char *text, uint8_t *id)
 		if (n == 0)
 			return -EINVAL;
 		for (size_t i = 0; i < n; i++) {
-			int d = hexval((unsigned char)text[2 + i]);
+			int d = hex_val((unsigned char)text[2 + i]);
 			if (d < 0)
 				return -EINVAL;
 			v = v * 16 + (unsigned)d;

@@ -28,6 +28,8 @@
 #include <string.h>
 #include <strings.h>
 
+#include "initiator/util/hex.h"
+
 #define ISCSI_URL_DEFAULT_PORT 3260u
 #define ISCSI_URL_LUN_MAX 16383u
 #define ISCSI_URL_QUOTE_MAX 48 /* longest piece of input quoted in a message */
@@ -105,17 +107,6 @@ static bool is_alnum(unsigned char ch)
 	return is_digit(ch) || (ch >= 'a' && ch <= 'z') || (ch >= 'A' && ch <= 'Z');
 }
 
-static int hexval(unsigned char ch)
-{
-	if (is_digit(ch))
-		return ch - '0';
-	if (ch >= 'a' && ch <= 'f')
-		return ch - 'a' + 10;
-	if (ch >= 'A' && ch <= 'F')
-		return ch - 'A' + 10;
-	return -1;
-}
-
 /* Decimal digits only, at least one; saturates instead of overflowing. */
 static bool parse_dec(struct span s, uint32_t *out)
 {
@@ -150,8 +141,8 @@ static enum dec_result decode(struct span s, char *dst, size_t cap, bool allow_s
 	for (size_t i = 0; i < s.n; i++) {
 		unsigned char ch = (unsigned char)s.p[i];
 		if (ch == '%') {
-			int hi = i + 1 < s.n ? hexval((unsigned char)s.p[i + 1]) : -1;
-			int lo = i + 2 < s.n ? hexval((unsigned char)s.p[i + 2]) : -1;
+			int hi = i + 1 < s.n ? hex_val((unsigned char)s.p[i + 1]) : -1;
+			int lo = i + 2 < s.n ? hex_val((unsigned char)s.p[i + 2]) : -1;
 			if (hi < 0 || lo < 0)
 				return DEC_BAD_ESCAPE;
 			ch = (unsigned char)(hi * 16 + lo);
@@ -213,7 +204,7 @@ static bool valid_ipv6(struct span s)
 		unsigned char ch = (unsigned char)s.p[i];
 		if (ch == ':')
 			colon = true;
-		else if (ch != '.' && hexval(ch) < 0)
+		else if (ch != '.' && hex_val(ch) < 0)
 			return false;
 	}
 	if (!colon)
@@ -519,7 +510,7 @@ void iscsi_url_wipe(struct iscsi_url *u)
 static bool all_hex(const char *s, size_t n)
 {
 	for (size_t i = 0; i < n; i++)
-		if (hexval((unsigned char)s[i]) < 0)
+		if (hex_val((unsigned char)s[i]) < 0)
 			return false;
 	return s[n] == '\0';
 }

@@ -76,6 +76,24 @@ static void set_residual(struct iscsi_cmd_result *r, uint32_t len, bool under, b
 	(void)over;
 }
 
+/*
+ * A READ whose status claims more data (xfer_len, bytes) than arrived
+ * (t->rx_offset): no or too small an underflow (§11.4.5).  The rest of the
+ * buffer is stale, so xfer_len is cut to what arrived, and a GOOD status
+ * without an error so far becomes -EIO (logged with pdu, the name of the
+ * PDU that ended the READ, and its ITT).  Lock held.
+ */
+static void clamp_short_read(struct iscsi_cmd_result *r, const struct task *t, const char *pdu, uint32_t itt)
+{
+	if (r->xfer_len <= t->rx_offset)
+		return;
+	if (r->status == SCSI_STATUS_GOOD && !r->err) {
+		log_err("%s ITT 0x%08x: GOOD after %u of %u bytes", pdu, itt, t->rx_offset, r->xfer_len);
+		r->err = -EIO;
+	}
+	r->xfer_len = t->rx_offset;
+}
+
 /* A SCSI asynchronous event for the caller's hook, which runs after the lock is released. */
 struct async_sense {
 	bool have;
@@ -113,14 +131,7 @@ static int rx_data_in(struct iscsi_session *s, const struct iscsi_bhs *h, const 
 	memset(&c->res, 0, sizeof(c->res));
 	c->res.status = h->u.data_in.status;
 	set_residual(&c->res, t->cmd.len, h->u.data_in.underflow, h->u.data_in.overflow, h->u.data_in.residual);
-	if (c->res.xfer_len > t->rx_offset) {
-		/* More data claimed than arrived: the rest of the buffer is stale, whatever the status. */
-		if (c->res.status == SCSI_STATUS_GOOD) {
-			log_err("Data-In ITT 0x%08x: GOOD after %u of %u bytes", h->itt, t->rx_offset, c->res.xfer_len);
-			c->res.err = -EIO;
-		}
-		c->res.xfer_len = t->rx_offset;
-	}
+	clamp_short_read(&c->res, t, "Data-In", h->itt);
 	s->answered = true;
 	sess_stop_progress(s);
 	sess_task_finish(s, t, c);
@@ -174,15 +185,8 @@ static int rx_scsi_rsp(struct iscsi_session *s, const struct iscsi_bhs *h, const
 			t->data_sent, c->res.xfer_len);
 		c->res.err = -EIO;
 	}
-	if (t->cmd.dir == ISCSI_DIR_READ && c->res.xfer_len > t->rx_offset) {
-		/* More data claimed than arrived (no or too small an underflow): the rest is stale. */
-		if (c->res.status == SCSI_STATUS_GOOD && !c->res.err) {
-			log_err("SCSI Response ITT 0x%08x: GOOD after %u of %u bytes", h->itt, t->rx_offset,
-				c->res.xfer_len);
-			c->res.err = -EIO;
-		}
-		c->res.xfer_len = t->rx_offset;
-	}
+	if (t->cmd.dir == ISCSI_DIR_READ)
+		clamp_short_read(&c->res, t, "SCSI Response", h->itt);
 	s->answered = true;
 	sess_stop_progress(s);
 	sess_task_finish(s, t, c);

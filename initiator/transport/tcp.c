@@ -185,14 +185,29 @@ static int tcp_connect(struct iscsi_transport **out, void *ctx, const char *host
 	return 0;
 }
 
-/* Blocking helpers for the login phase. */
-static int write_all(int fd, struct iovec *iov, int cnt, int64_t deadline)
+/*
+ * Blocking I/O for the login phase: moves every byte of iov (cnt entries)
+ * in one direction, events POLLOUT (writev) or POLLIN (readv), waiting on
+ * the non-blocking socket until deadline (clk_now_ms, ms).  iov is
+ * advanced in place.  0; -ETIMEDOUT at the deadline, -ECANCELED when the
+ * thread's cancel token fired (cancel.h), -ECONNRESET when the peer closed
+ * before all was read, or the negative errno of writev/readv.
+ */
+static int io_all(int fd, short events, struct iovec *iov, int cnt, int64_t deadline)
 {
-	while (cnt > 0) {
-		ssize_t w = writev(fd, iov, cnt);
-		if (w < 0) {
+	for (;;) {
+		while (cnt > 0 && iov->iov_len == 0) {
+			iov++;
+			cnt--;
+		}
+		if (cnt == 0)
+			return 0;
+		ssize_t n = events == POLLOUT ? writev(fd, iov, cnt) : readv(fd, iov, cnt);
+		if (n == 0 && events == POLLIN)
+			return -ECONNRESET;
+		if (n < 0) {
 			if (errno == EAGAIN) {
-				int rc = wait_fd(fd, POLLOUT, deadline);
+				int rc = wait_fd(fd, events, deadline);
 				if (rc)
 					return rc;
 				continue;
@@ -201,41 +216,23 @@ static int write_all(int fd, struct iovec *iov, int cnt, int64_t deadline)
 				continue;
 			return -errno;
 		}
-		while (cnt > 0 && (size_t)w >= iov->iov_len) {
-			w -= (ssize_t)iov->iov_len;
+		while (cnt > 0 && (size_t)n >= iov->iov_len) {
+			n -= (ssize_t)iov->iov_len;
 			iov++;
 			cnt--;
 		}
 		if (cnt > 0) {
-			iov->iov_base = (uint8_t *)iov->iov_base + w;
-			iov->iov_len -= (size_t)w;
+			iov->iov_base = (uint8_t *)iov->iov_base + n;
+			iov->iov_len -= (size_t)n;
 		}
 	}
-	return 0;
 }
 
+/* len bytes into buf (io_all, POLLIN). */
 static int read_exact(int fd, void *buf, size_t len, int64_t deadline)
 {
-	uint8_t *p = buf;
-	while (len) {
-		ssize_t r = read(fd, p, len);
-		if (r == 0)
-			return -ECONNRESET;
-		if (r < 0) {
-			if (errno == EAGAIN) {
-				int rc = wait_fd(fd, POLLIN, deadline);
-				if (rc)
-					return rc;
-				continue;
-			}
-			if (errno == EINTR)
-				continue;
-			return -errno;
-		}
-		p += r;
-		len -= (size_t)r;
-	}
-	return 0;
+	struct iovec iov = {buf, len};
+	return io_all(fd, POLLIN, &iov, 1, deadline);
 }
 
 static int tcp_send_pdu(struct iscsi_transport *t, const uint8_t *bhs, const void *data, uint32_t dlen,
@@ -247,7 +244,7 @@ static int tcp_send_pdu(struct iscsi_transport *t, const uint8_t *bhs, const voi
 		{(void *)data, dlen},
 		{(void *)zero_pad, iscsi_pad_len(dlen)},
 	};
-	return write_all(c->fd, iov, 3, clk_now_ms() + timeout_ms);
+	return io_all(c->fd, POLLOUT, iov, 3, clk_now_ms() + timeout_ms);
 }
 
 static int tcp_recv_pdu(struct iscsi_transport *t, uint8_t *bhs, void *data, uint32_t cap, uint32_t *dlen,

@@ -10,19 +10,11 @@
 # Two users' earlier runs are staged (a real tgtd each, as quickstart.sh
 # starts it) under a private QUICKSTART_STATE_ROOT; nothing is installed,
 # built or mounted.  Needs root and tgtd.
-set -euo pipefail
-
-here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
-# shellcheck source-path=SCRIPTDIR source=../lib/targets.sh
-. "$here/../lib/targets.sh"
-# shellcheck source-path=SCRIPTDIR source=../lib/report.sh
-. "$here/../lib/report.sh"
+# shellcheck source-path=SCRIPTDIR source=../lib/open.sh
+. "$(dirname "${BASH_SOURCE[0]}")/../lib/open.sh"
 
 qs=${1:?usage: quickstart_state.sh QUICKSTART_SH}
-if [[ $(id -u) -ne 0 ]]; then
-	echo "# SKIP: quickstart.sh and tgtd need root"
-	exit 77
-fi
+need_root "quickstart.sh and tgtd need root"
 if ! command -v tgtd >/dev/null 2>&1; then
 	echo "# SKIP: tgtd not installed"
 	exit 77

@@ -17,17 +17,8 @@
 # Prints "ok - ..." / "not ok - ..." per check and "N passed, M failed"
 # last; exits 1 if anything failed, 77 (skip) when not root.  Needs root,
 # /dev/fuse, tgt, fuse3, fio.
-set -euo pipefail
-
-here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
-# shellcheck source-path=SCRIPTDIR source=../lib/targets.sh
-. "$here/../lib/targets.sh"
-# shellcheck source-path=SCRIPTDIR source=../lib/report.sh
-. "$here/../lib/report.sh"
-# shellcheck source-path=SCRIPTDIR source=../lib/suite.sh
-. "$here/../lib/suite.sh"
-# shellcheck source-path=SCRIPTDIR source=../lib/mount.sh
-. "$here/../lib/mount.sh"
+# shellcheck source-path=SCRIPTDIR source=../lib/open.sh
+. "$(dirname "${BASH_SOURCE[0]}")/../lib/open.sh"
 
 suite_args 1 ISERFUSE_BINARY "$@"
 iserfuse=$1

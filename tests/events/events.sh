@@ -30,25 +30,13 @@
 #    without "iserfuse: " (libfuse's "fuse: writing device: Bad file
 #    descriptor" for a reply after the channel closed).
 # Prints "ok - " / "not ok - " lines and "N passed, M failed".
-set -euo pipefail
+# shellcheck source-path=SCRIPTDIR source=../lib/open.sh
+. "$(dirname "${BASH_SOURCE[0]}")/../lib/open.sh"
 
-here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
-# shellcheck source-path=SCRIPTDIR source=../lib/targets.sh
-. "$here/../lib/targets.sh"
-# shellcheck source-path=SCRIPTDIR source=../lib/report.sh
-. "$here/../lib/report.sh"
-# shellcheck source-path=SCRIPTDIR source=../lib/suite.sh
-. "$here/../lib/suite.sh"
-
-if [[ $# -ne 1 || ! -x $1 ]]; then
-	echo "usage: $0 ISERFUSE" >&2
-	exit 2
-fi
+suite_args 1 ISERFUSE "$@"
+need_exe "$1"
 iserfuse=$1
-if [[ $(id -u) -ne 0 ]]; then
-	echo "# SKIP: runs tgtd and mounts FUSE, which needs root"
-	exit 77
-fi
+need_root "runs tgtd and mounts FUSE, which needs root"
 if [[ ! -c /dev/fuse ]]; then
 	fail "tools installed (missing: /dev/fuse)"
 	summary

@@ -27,25 +27,13 @@
 #
 # Prints "ok - ..." / "not ok - ..." and "N passed, M failed"; exits 1 if
 # anything failed, 77 (skip) when not root, 2 on bad usage.
-set -euo pipefail
+# shellcheck source-path=SCRIPTDIR source=../lib/open.sh
+. "$(dirname "${BASH_SOURCE[0]}")/../lib/open.sh"
 
-here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
-# shellcheck source-path=SCRIPTDIR source=../lib/targets.sh
-. "$here/../lib/targets.sh"
-# shellcheck source-path=SCRIPTDIR source=../lib/report.sh
-. "$here/../lib/report.sh"
-# shellcheck source-path=SCRIPTDIR source=../lib/suite.sh
-. "$here/../lib/suite.sh"
-
-if [[ $# -ne 1 || ! -x $1 ]]; then
-	echo "usage: $0 ISERFUSE_BINARY" >&2
-	exit 2
-fi
+suite_args 1 ISERFUSE_BINARY "$@"
+need_exe "$1"
 iserfuse=$(cd "$(dirname "$1")" && pwd)/$(basename "$1")
-if [[ $(id -u) -ne 0 ]]; then
-	echo "# SKIP: the fsops suite mounts FUSE and runs tgtd, which needs root"
-	exit 77
-fi
+need_root "the fsops suite mounts FUSE and runs tgtd, which needs root"
 for tool in tgtd tgtadm fusermount3 qemu-img qemu-io python3 timeout cmp; do
 	if ! command -v "$tool" >/dev/null 2>&1; then
 		fail "tool $tool installed"

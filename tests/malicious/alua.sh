@@ -15,15 +15,8 @@
 #     command UNIT ATTENTION 2Ah/06h once, then the new states; a
 #     transitioning TPG answers READ with 04h/0Ah, an unavailable one 04h/0Ch;
 #   - without --alua: TPGS 0, no TPG, and the query is EOPNOTSUPP.
-set -euo pipefail
-
-here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
-# shellcheck source-path=SCRIPTDIR source=../lib/targets.sh
-. "$here/../lib/targets.sh"
-# shellcheck source-path=SCRIPTDIR source=../lib/report.sh
-. "$here/../lib/report.sh"
-# shellcheck source-path=SCRIPTDIR source=../lib/suite.sh
-. "$here/../lib/suite.sh"
+# shellcheck source-path=SCRIPTDIR source=../lib/open.sh
+. "$(dirname "${BASH_SOURCE[0]}")/../lib/open.sh"
 
 suite_args 1 ALUA_PROBE "$@"
 need_exe "$1"

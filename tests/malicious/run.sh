@@ -29,26 +29,13 @@
 # Prints "ok - ..." / "not ok - ..." per check and "N passed, M failed"
 # last; exits 1 if anything failed (also without /dev/fuse, fusermount3 or
 # another tool it needs), 2 on bad usage.
-set -euo pipefail
+# shellcheck source-path=SCRIPTDIR source=../lib/open.sh
+. "$(dirname "${BASH_SOURCE[0]}")/../lib/open.sh"
 
-here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
-# shellcheck source-path=SCRIPTDIR source=../lib/targets.sh
-. "$here/../lib/targets.sh"
-# shellcheck source-path=SCRIPTDIR source=../lib/report.sh
-. "$here/../lib/report.sh"
-# shellcheck source-path=SCRIPTDIR source=../lib/suite.sh
-. "$here/../lib/suite.sh"
-
-if [[ $# -ne 2 ]]; then
-	echo "usage: $0 ISERFUSE_BINARY SCENARIO|all" >&2
-	exit 2
-fi
+suite_args 2 "ISERFUSE_BINARY SCENARIO|all" "$@"
 iserfuse=$1
 scenario=$2
-if [[ ! -x $iserfuse ]]; then
-	echo "$0: $iserfuse: not an executable file" >&2
-	exit 2
-fi
+need_exe "$iserfuse"
 iserfuse=$(cd "$(dirname "$iserfuse")" && pwd)/$(basename "$iserfuse")
 target_py=$here/fake_target.py
 

@@ -17,17 +17,8 @@
 #   3. TPG 1 active/optimized, TPG 2 unavailable: back to path0.
 #   4. A write through the mount, then TPG 1 transitioning and TPG 2
 #      active/optimized: the data reads back the same through path1.
-set -euo pipefail
-
-here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
-# shellcheck source-path=SCRIPTDIR source=../lib/targets.sh
-. "$here/../lib/targets.sh"
-# shellcheck source-path=SCRIPTDIR source=../lib/report.sh
-. "$here/../lib/report.sh"
-# shellcheck source-path=SCRIPTDIR source=../lib/suite.sh
-. "$here/../lib/suite.sh"
-# shellcheck source-path=SCRIPTDIR source=../lib/mount.sh
-. "$here/../lib/mount.sh"
+# shellcheck source-path=SCRIPTDIR source=../lib/open.sh
+. "$(dirname "${BASH_SOURCE[0]}")/../lib/open.sh"
 
 suite_args 1 ISERFUSE "$@"
 need_exe "$1"

@@ -1,8 +1,8 @@
 # SPDX-License-Identifier: MIT
-# shellcheck shell=bash
+# shellcheck shell=bash disable=SC2034,SC2154 # suite_drop, work, iserfuse: suite.sh (through open.sh) and the script
 #
-# Shared by the multipath suite scripts.  Source after targets.sh and
-# report.sh (it sources tests/lib/suite.sh and mount.sh); needs $iserfuse.
+# Shared by the multipath suite scripts.  Source after tests/lib/open.sh
+# (targets.sh, report.sh, suite.sh, mount.sh); needs $iserfuse.
 #
 # Two network namespaces joined by TWO veth pairs, each its own subnet
 # (TEST-NET-2 and TEST-NET-3, existing only inside them):
@@ -51,11 +51,6 @@
 #                                to 0.5 s after it was issued); FLAPS: lines
 #                                "K LINK DOWN_MS UP_MS"; the last line
 #                                printed is "max MS"
-
-# shellcheck source-path=SCRIPTDIR source=../lib/suite.sh
-. "$(dirname "${BASH_SOURCE[0]}")/../lib/suite.sh"
-# shellcheck source-path=SCRIPTDIR source=../lib/mount.sh
-. "$(dirname "${BASH_SOURCE[0]}")/../lib/mount.sh"
 
 MP_A=198.51.100.1
 MP_B=203.0.113.1

@@ -23,13 +23,8 @@
 #   designators and serial), one per link: -o portal= for B is refused
 #   (SendTargets on A does not list it), writes land in a.img only; with
 #   -o accept_unlisted_portals B is used (paths 2).
-set -euo pipefail
-
-here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
-# shellcheck source-path=SCRIPTDIR source=../lib/targets.sh
-. "$here/../lib/targets.sh"
-# shellcheck source-path=SCRIPTDIR source=../lib/report.sh
-. "$here/../lib/report.sh"
+# shellcheck source-path=SCRIPTDIR source=../lib/open.sh
+. "$(dirname "${BASH_SOURCE[0]}")/../lib/open.sh"
 # shellcheck source-path=SCRIPTDIR source=common.sh
 . "$here/common.sh"
 

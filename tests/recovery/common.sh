@@ -1,8 +1,8 @@
 # SPDX-License-Identifier: MIT
-# shellcheck shell=bash
+# shellcheck shell=bash disable=SC2034,SC2154 # suite_drop, work, iserfuse: suite.sh (through open.sh) and the script
 #
-# Shared by the recovery suite scripts.  Source after targets.sh and
-# report.sh (it sources tests/lib/suite.sh and mount.sh); needs $work (a
+# Shared by the recovery suite scripts.  Source after tests/lib/open.sh
+# (targets.sh, report.sh, suite.sh, mount.sh); needs $work (a
 # fresh directory) and $iserfuse set.
 #
 #   tgtd_mounted NAME [OPTS...] a fresh $work (suite_scratch NAME: removed
@@ -21,11 +21,6 @@
 #   downtimes                   the "down N ms" values logged, one a line
 #   fio_verify NAME FILE SIZE   one fio write+verify pass (crc32c) on FILE;
 #                               output to $work/NAME.fio; exit status of fio
-
-# shellcheck source-path=SCRIPTDIR source=../lib/suite.sh
-. "$(dirname "${BASH_SOURCE[0]}")/../lib/suite.sh"
-# shellcheck source-path=SCRIPTDIR source=../lib/mount.sh
-. "$(dirname "${BASH_SOURCE[0]}")/../lib/mount.sh"
 
 tgtd_mounted() {
 	local name=$1

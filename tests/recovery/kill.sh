@@ -11,13 +11,8 @@
 # with 0 verify errors and 0 I/O errors, the session must be reinstated
 # once per kill, and the downtime of each reconnect (loss to full feature
 # phase, from the daemon's log) is printed.
-set -euo pipefail
-
-here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
-# shellcheck source-path=SCRIPTDIR source=../lib/targets.sh
-. "$here/../lib/targets.sh"
-# shellcheck source-path=SCRIPTDIR source=../lib/report.sh
-. "$here/../lib/report.sh"
+# shellcheck source-path=SCRIPTDIR source=../lib/open.sh
+. "$(dirname "${BASH_SOURCE[0]}")/../lib/open.sh"
 # shellcheck source-path=SCRIPTDIR source=common.sh
 . "$here/common.sh"
 

@@ -13,20 +13,13 @@
 # with 0 verify errors and 0 I/O errors, and each outage is detected by the
 # NOP-Out pings (noop_interval=1, noop_timeout=2): the session is reinstated
 # exactly once per outage, twice in all.
-set -euo pipefail
-
-here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
-# shellcheck source-path=SCRIPTDIR source=../lib/targets.sh
-. "$here/../lib/targets.sh"
-# shellcheck source-path=SCRIPTDIR source=../lib/report.sh
-. "$here/../lib/report.sh"
+# shellcheck source-path=SCRIPTDIR source=../lib/open.sh
+. "$(dirname "${BASH_SOURCE[0]}")/../lib/open.sh"
 # shellcheck source-path=SCRIPTDIR source=common.sh
 . "$here/common.sh"
 
-if [[ $# -ne 1 || ! -x $1 ]]; then
-	echo "usage: $0 ISERFUSE" >&2
-	exit 2
-fi
+suite_args 1 ISERFUSE "$@"
+need_exe "$1"
 iserfuse=$1
 if [[ $(id -u) -ne 0 ]] || ! command -v fio >/dev/null || ! command -v ip >/dev/null ||
 	! command -v nsenter >/dev/null; then

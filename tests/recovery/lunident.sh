@@ -10,15 +10,8 @@
 # LUN 2 differ first by a VPD 0x83 designator; LUN 1 after tgtd is killed,
 # its backing file doubled and tgtd restarted differs by its capacity
 # (131072 vs 262144 blocks of 512 bytes) and nothing before it.
-set -euo pipefail
-
-here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
-# shellcheck source-path=SCRIPTDIR source=../lib/targets.sh
-. "$here/../lib/targets.sh"
-# shellcheck source-path=SCRIPTDIR source=../lib/report.sh
-. "$here/../lib/report.sh"
-# shellcheck source-path=SCRIPTDIR source=../lib/suite.sh
-. "$here/../lib/suite.sh"
+# shellcheck source-path=SCRIPTDIR source=../lib/open.sh
+. "$(dirname "${BASH_SOURCE[0]}")/../lib/open.sh"
 
 suite_args 1 LUNIDENT_PROBE "$@"
 need_exe "$1"

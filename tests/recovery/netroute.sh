@@ -14,13 +14,8 @@
 # a removed route is -ENETUNREACH.  A watcher in the namespace must see
 # `ip link set dev X down` and `up`, `ip route add` and `ip route del`
 # within 200 ms each (the delays are printed), and stop cleanly on SIGTERM.
-set -euo pipefail
-
-here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
-# shellcheck source-path=SCRIPTDIR source=../lib/report.sh
-. "$here/../lib/report.sh"
-# shellcheck source-path=SCRIPTDIR source=../lib/suite.sh
-. "$here/../lib/suite.sh"
+# shellcheck source-path=SCRIPTDIR source=../lib/open.sh
+. "$(dirname "${BASH_SOURCE[0]}")/../lib/open.sh"
 
 suite_args 1 NETROUTE_PROBE "$@"
 need_exe "$1"

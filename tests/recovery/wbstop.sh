@@ -14,25 +14,15 @@
 # the reason; no per-command "I/O failed" line at the default level, no
 # status or sense the target never sent, no "replacement timeout" line
 # (the replacement timeout did not pass).
-set -euo pipefail
-
-here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
-# shellcheck source-path=SCRIPTDIR source=../lib/targets.sh
-. "$here/../lib/targets.sh"
-# shellcheck source-path=SCRIPTDIR source=../lib/report.sh
-. "$here/../lib/report.sh"
+# shellcheck source-path=SCRIPTDIR source=../lib/open.sh
+. "$(dirname "${BASH_SOURCE[0]}")/../lib/open.sh"
 # shellcheck source-path=SCRIPTDIR source=common.sh
 . "$here/common.sh"
 
-if [[ $# -ne 1 || ! -x $1 ]]; then
-	echo "usage: $0 ISERFUSE" >&2
-	exit 2
-fi
+suite_args 1 ISERFUSE "$@"
+need_exe "$1"
 iserfuse=$1
-if [[ $(id -u) -ne 0 ]]; then
-	echo "# SKIP: needs root (tgtd, FUSE)"
-	exit 77
-fi
+need_root "needs root (tgtd, FUSE)"
 
 blocks=64
 bytes=$((blocks * 65536))

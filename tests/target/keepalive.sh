@@ -13,17 +13,8 @@
 # 3. Silent for longer than -o replacement_timeout: the pending read fails
 #    with EIO, the daemon stays alive, and once tgtd runs again I/O works.
 # Prints "ok - " / "not ok - " lines and "N passed, M failed".
-set -euo pipefail
-
-here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
-# shellcheck source-path=SCRIPTDIR source=../lib/targets.sh
-. "$here/../lib/targets.sh"
-# shellcheck source-path=SCRIPTDIR source=../lib/report.sh
-. "$here/../lib/report.sh"
-# shellcheck source-path=SCRIPTDIR source=../lib/suite.sh
-. "$here/../lib/suite.sh"
-# shellcheck source-path=SCRIPTDIR source=../lib/mount.sh
-. "$here/../lib/mount.sh"
+# shellcheck source-path=SCRIPTDIR source=../lib/open.sh
+. "$(dirname "${BASH_SOURCE[0]}")/../lib/open.sh"
 
 suite_args 1 ISERFUSE "$@"
 iserfuse=$1
