@@ -25,6 +25,9 @@
 #include "initiator/lun/lun.h"
 #include "initiator/net/url.h"
 
+/* FUSE requests the kernel may have in the background (FUSE_INIT's max_background). */
+#define GW_FUSE_MAX_BACKGROUND 128u
+
 #define GW_MAX_LUNS 256
 
 struct mpath;

@@ -23,8 +23,8 @@ static void gw_init(void *userdata, struct fuse_conn_info *conn)
 	route_init(&route_blk_backend, &gw_io_sink); /* before the first request */
 	conn->max_write = (unsigned)g->max_io;
 	conn->max_read = (unsigned)g->max_io; /* equals the max_read mount option */
-	conn->max_background = 128;
-	conn->congestion_threshold = 96;
+	conn->max_background = GW_FUSE_MAX_BACKGROUND;
+	conn->congestion_threshold = GW_FUSE_MAX_BACKGROUND * 3 / 4;
 	/*
 	 * open(2) with O_TRUNC reaches us as a SETATTR of the size (after the
 	 * OPEN, without O_TRUNC in its flags), which zeroes the LUN

@@ -303,7 +303,7 @@ static void readers_stop(struct loop *lp, const sigset_t *mask)
 unsigned gw_fuse_loop_base(unsigned max_threads)
 {
 	/* half the CPUs, at least one: the readers share them with the connection's event thread and the
-	 * application (on 2 CPUs a second reader lost 15-40 % at QD32 against one, see design.md) */
+	 * application (on 2 CPUs a second reader lost 15-40 % at QD32 against one, see docs/performance.md) */
 	long ncpu = sysconf(_SC_NPROCESSORS_ONLN);
 	unsigned n = ncpu >= 4 ? (unsigned)(ncpu / 2) : 1;
 	if (max_threads < 1)

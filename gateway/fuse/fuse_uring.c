@@ -449,7 +449,7 @@ static void rings_free(struct gw_fuse_uring *u)
  * Ring threads: one per two CPU queues, at least one (as the /dev/fuse
  * readers: they share the CPUs with the event thread and the
  * application; on two CPUs one thread for both queues was at least as
- * fast as one per queue, see design.md).  ISERFUSE_URING_THREADS=N
+ * fast as one per queue, see docs/performance.md).  ISERFUSE_URING_THREADS=N
  * (1..nqueues) sets it, for measurements.
  */
 static unsigned rings_wanted(unsigned nqueues)

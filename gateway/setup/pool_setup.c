@@ -17,12 +17,12 @@
 #define CACHE_BLOCK_MAX (64u * 1024u)
 /*
  * Requests the kernel may have outstanding beyond the payload slices (reads
- * waiting for cache fills and punches hold none): max_background (128,
- * fs/fs.c) and 32 more: fewer than the readers -o max_threads allows (256
+ * waiting for cache fills and punches hold none): max_background
+ * (GW_FUSE_MAX_BACKGROUND, gateway.h) and 32 more: fewer than the readers -o max_threads allows (256
  * by default), so a handler may find a set empty and wait (ctxpool_get).
  * Sizes the sets of request contexts.
  */
-#define GW_CTX_EXTRA 160u
+#define GW_CTX_EXTRA (GW_FUSE_MAX_BACKGROUND + 32u)
 
 void gw_pool_plan(struct gw_pool_plan *p, unsigned qd, long long pool_slices, size_t max_io,
 		  unsigned long long cache_bytes)

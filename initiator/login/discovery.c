@@ -18,6 +18,7 @@
 #include <string.h>
 #include <strings.h>
 
+#include "initiator/util/defaults.h"
 #include "initiator/util/log.h"
 #include "login.h"
 #include "initiator/wire/pdu.h"
@@ -61,7 +62,7 @@ int iscsi_portal_parse(const char *value, struct iscsi_portal *out)
 	bool ipv6 = false;
 
 	memset(out, 0, sizeof(*out));
-	out->port = ISCSI_DEFAULT_PORT;
+	out->port = ISCSI_PORT_DEFAULT;
 	out->tpgt = -1;
 
 	/* The tag follows the last ',' (a host never holds one). */

@@ -24,7 +24,6 @@
 #define ISCSI_DISC_TEXT_MAX (1024u * 1024u) /* most SendTargets text accepted, bytes */
 #define ISCSI_DISC_MAX_TARGETS 1024u        /* targets kept; more are dropped (truncated) */
 #define ISCSI_DISC_MAX_PORTALS 32u          /* portals kept per target; more are dropped */
-#define ISCSI_DEFAULT_PORT 3260u
 
 /* One TargetAddress (§13.8): host (no brackets), port, portal group tag. */
 struct iscsi_portal {

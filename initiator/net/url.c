@@ -28,9 +28,9 @@
 #include <string.h>
 #include <strings.h>
 
+#include "initiator/util/defaults.h"
 #include "initiator/util/hex.h"
 
-#define ISCSI_URL_DEFAULT_PORT 3260u
 #define ISCSI_URL_LUN_MAX 16383u
 #define ISCSI_URL_QUOTE_MAX 48 /* longest piece of input quoted in a message */
 
@@ -281,7 +281,7 @@ static int parse_hostport(struct ctx *c, struct span hp, struct iscsi_url *out)
 	memcpy(out->host, host.p, host.n);
 	out->host[host.n] = '\0';
 
-	out->port = ISCSI_URL_DEFAULT_PORT;
+	out->port = ISCSI_PORT_DEFAULT;
 	if (has_port) {
 		uint32_t v;
 		if (!parse_dec(port, &v) || v < 1 || v > 65535)

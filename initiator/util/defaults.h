@@ -35,4 +35,7 @@
 /* After a connection loss, commands still pending this long, in seconds, fail (-o replacement_timeout=). */
 #define ISCSI_REPLACEMENT_TIMEOUT_DEFAULT_S 120
 
+/* The well-known iSCSI TCP port (RFC 7143 §13.8): a URL or a SendTargets address that names none. */
+#define ISCSI_PORT_DEFAULT 3260u
+
 #endif

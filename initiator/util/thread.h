@@ -3,7 +3,7 @@
  * Threads that leave the stop signals to the main thread.  A new thread
  * inherits its creator's signal mask, so a thread created with SIGTERM,
  * SIGINT and SIGHUP blocked never runs a stop signal's handler: the
- * daemon's main thread takes them all (gateway/life/stop.c).  Header only.
+ * daemon's main thread takes them all (gateway/stop.c).  Header only.
  */
 #ifndef ISERFUSE_THREAD_H
 #define ISERFUSE_THREAD_H
