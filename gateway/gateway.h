@@ -231,7 +231,7 @@ void gw_readlink(fuse_req_t req, fuse_ino_t ino);
 /*
  * .stats (stats.c): "key value" lines, generated on open into a buffer
  * owned by the open file (a consistent snapshot); read-only, direct_io.
- * Served as /proc files are: its attributes (byid.c) give size 0 and
+ * Served as /proc files are: its attributes (extras.c) give size 0 and
  * render nothing; a read returns the open file's text until EOF.
  * gw_stats_render fills *out (malloc'd, caller frees) and *len (bytes);
  * returns 0 or -ENOMEM.

@@ -2,7 +2,7 @@
 /*
  * What the FUSE handlers share (fs.c: the operations table, names, open
  * and release; fs_attr.c: attributes and permissions; fs_io.c: I/O through
- * route.c; byid.c: the files that are not LUNs).  Internal to
+ * route.c; extras.c: the files that are not LUNs).  Internal to
  * gateway/fs/: the helpers below are inline so that no handler file calls
  * back into the operations table's file.
  */

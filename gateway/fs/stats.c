@@ -3,7 +3,7 @@
  * MOUNTPOINT/.stats: one "key value" line per counter, generated when the
  * file is opened (one snapshot per open file, so a reader never sees a mix
  * of two moments), read-only, direct_io and not seekable.  Like a /proc
- * file it has size 0 (byid.c's attributes render nothing): readers read
+ * file it has size 0 (extras.c's attributes render nothing): readers read
  * until EOF.  To add
  * a counter: a field in struct snap, a line in rows[], and where it is
  * filled in take_snapshot.
