@@ -325,7 +325,9 @@ void sess_run_completion(struct iscsi_session *s, struct completion *c);
 /*
  * Complete every in-use task pick selects with err (a doomed or answered
  * one with its deferred_res), one at a time, dropping the lock around each
- * callback; returns with it held.  Returns how many were picked.
+ * callback; returns with it held.  Returns how many were completed; a
+ * task whose PDUs the live transport still sends from the buffer is
+ * finished by sess_hook_tx_done instead (deferred_res), not counted.
  */
 unsigned sess_complete_tasks(struct iscsi_session *s, bool (*pick)(const struct task *), int err);
 /* Pickers for sess_complete_tasks: every task; the doomed ones. */

@@ -206,13 +206,24 @@ void sess_run_completion(struct iscsi_session *s, struct completion *c)
  * completes later, in sess_hook_tx_done; otherwise the transport is gone and it
  * completes now.  Returns how many were picked.
  */
+/*
+ * A task already finished but for its PDUs the live transport still sends
+ * from the buffer: sess_hook_tx_done completes it with its deferred
+ * result.  Picking it again would finish it again, defer it again, and
+ * spin until the event thread's tx_done.
+ */
+static bool finish_waits_tx(const struct iscsi_session *s, const struct task *t)
+{
+	return t->done_deferred && t->tx_pending && s->state == SS_UP;
+}
+
 unsigned sess_complete_tasks(struct iscsi_session *s, bool (*pick)(const struct task *), int err)
 {
 	unsigned n = 0;
 	for (;;) {
 		struct task *t = NULL;
 		for (unsigned i = 0; i < s->ntasks && !t; i++)
-			if (s->tasks[i].in_use && pick(&s->tasks[i]))
+			if (s->tasks[i].in_use && !finish_waits_tx(s, &s->tasks[i]) && pick(&s->tasks[i]))
 				t = &s->tasks[i];
 		if (!t)
 			return n;
@@ -225,6 +236,8 @@ unsigned sess_complete_tasks(struct iscsi_session *s, bool (*pick)(const struct 
 		if (s->state != SS_UP)
 			t->tx_pending = 0; /* the transport no longer sends anything */
 		sess_task_finish(s, t, &c); /* else its PDUs still queued defer it to sess_hook_tx_done */
+		if (!c.cb && t->done_deferred)
+			continue; /* deferred: finish_waits_tx keeps it from being picked again */
 		n++;
 		pthread_mutex_unlock(&s->lock);
 		sess_run_completion(s, &c);
