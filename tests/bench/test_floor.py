@@ -63,14 +63,14 @@ ONE_ROUND = [
     cell("nullfuse-uring", "randwrite", 1, 50000, jiffies=30, ios=100000),
     cell("gateway-uring", "randwrite", 32, 45000, jiffies=110, ios=220000),
     cell("nullfuse-uring", "randwrite", 32, 100000, jiffies=90, ios=300000),
-    cell("qemu-file", "randread", 1, 9000),
-    cell("qemu-iscsi", "randread", 1, 10000),
-    cell("qemu-file", "randread", 32, 60000),
-    cell("qemu-iscsi", "randread", 32, 50000),
-    cell("qemu-file", "randwrite", 1, 8000),
-    cell("qemu-iscsi", "randwrite", 1, 8000),
-    cell("qemu-file", "randwrite", 32, 30000),
-    cell("qemu-iscsi", "randwrite", 32, 40000),
+    cell("qemu-file", "read", 1, 9000),
+    cell("qemu-iscsi", "read", 1, 10000),
+    cell("qemu-file", "read", 32, 60000),
+    cell("qemu-iscsi", "read", 32, 50000),
+    cell("qemu-file", "write", 1, 8000),
+    cell("qemu-iscsi", "write", 1, 8000),
+    cell("qemu-file", "write", 32, 30000),
+    cell("qemu-iscsi", "write", 32, 40000),
 ]
 
 WANT_ONE_ROUND = {
@@ -105,10 +105,10 @@ WANT_ONE_ROUND = {
     "gateway-uring/gateway iops randread qd32": (1.2, "PASS"),    # 36000 / 30000
     "gateway-uring/gateway iops randwrite qd1": (1.2, "PASS"),
     "gateway-uring/gateway iops randwrite qd32": (1.125, "PASS"),  # 45000 / 40000
-    "qemu-img file/iscsi:// randread qd1": (0.9, "MISS"),
-    "qemu-img file/iscsi:// randread qd32": (1.2, "PASS"),
-    "qemu-img file/iscsi:// randwrite qd1": (1.0, "PASS"),
-    "qemu-img file/iscsi:// randwrite qd32": (0.75, "MISS"),
+    "qemu-img file/iscsi:// read qd1": (0.9, "MISS"),
+    "qemu-img file/iscsi:// read qd32": (1.2, "PASS"),
+    "qemu-img file/iscsi:// write qd1": (1.0, "PASS"),
+    "qemu-img file/iscsi:// write qd32": (0.75, "MISS"),
 }
 
 
