@@ -240,7 +240,7 @@ def counts_table(cells, top=3):
     cs = Counts(cells)
     order = {s: i for i, s in enumerate(COUNT_SERIES)}
     keys = sorted(cs.by_key, key=lambda k: (order.get(k[0], len(order)), k[0], k[1], k[2]))
-    lines = [f"{'series':<14} {'workload':<10} {'QD':>3} {'syscalls':>8}  {'top syscalls by name':<40} "
+    lines = [f"{'series':<14} {'workload':<10} {'QD':>3} {'syscalls':>8}  {'top syscalls by name':<44} "
              f"{'vol cs':>7} {'invol cs':>8} {'user instr':>10}"]
 
     def f(x, spec):
@@ -249,9 +249,11 @@ def counts_table(cells, top=3):
     notes = []
     for k in keys:
         m = cs.by_key[k]
-        names = sorted((m.get("by_name") or {}).items(), key=lambda kv: (-kv[1], kv[0]))[:top]
+        # the top ones of at least 0.005 a I/O (not the odd getuid of a FUSE request's credentials)
+        names = sorted(((n, v) for n, v in (m.get("by_name") or {}).items() if v >= 0.005),
+                       key=lambda kv: (-kv[1], kv[0]))[:top]
         top_s = " ".join(f"{n} {v:.2f}" for n, v in names) or "n/a"
-        lines.append(f"{k[0]:<14} {k[1]:<10} {k[2]:>3} {f(m.get('syscalls'), '.2f'):>8}  {top_s:<40} "
+        lines.append(f"{k[0]:<14} {k[1]:<10} {k[2]:>3} {f(m.get('syscalls'), '.2f'):>8}  {top_s:<44} "
                      f"{f(m.get('vol_cs'), '.3f'):>7} {f(m.get('invol_cs'), '.3f'):>8} {f(m.get('instr'), '.0f'):>10}")
         if m.get("instr_na"):
             notes.append(f"user instr n/a for {k[0]} {k[1]} qd{k[2]}: {m['instr_na']}")
