@@ -36,6 +36,29 @@
 #   raw/libiscsi iops qd32     randread, goal >= 1.25
 #   raw/libiscsi cpu qd32      randread CPU per I/O, goal <= 0.7
 #
+#   gateway-uring/gateway iops RW qdN  FUSE over io_uring against /dev/fuse, IOPS, goal >= 1.0
+#   qemu-img file/iscsi:// read|write qdN  series qemu-file (qemu-img bench on the gateway's LUN file)
+#                              against qemu-iscsi (qemu-img bench on iscsi://, QEMU's own initiator),
+#                              IOPS, goal >= 1.0
+#
+# Counts per I/O (entries with "kind"; totals over a fixed number of I/Os,
+# what the process does with no I/O already subtracted):
+#
+#   {"kind": "counts", "series": ..., "workload": ..., "qd": 32, "ios": 20000,
+#    "syscalls": 46000,                   the daemon's (raw: the tool's) syscalls
+#    "syscalls_by_name": {"writev": 20000, ...},
+#    "vol_cs": 1500, "invol_cs": 300}     context switches, all its threads
+#   {"kind": "instr", "series": ..., "workload": ..., "qd": 32, "ios": 5000,
+#    "instr": 23000000}                   user instructions (callgrind), or
+#    "na": "why"                          where not measured
+#
+# and their goal lines (no rounds: one measurement each), for RW in randread, randwrite:
+#
+#   syscalls/io gateway RW qd32 <= 2.3, cs/io gateway RW qd32 (voluntary + involuntary) <= 0.35,
+#   instr/io gateway RW qd32 <= 3100, vol cs/io gateway RW qd1 <= 1.25, syscalls/io gateway RW qd1 <= 5,
+#   syscalls/io gateway-uring RW qd1 <= 3, vol cs/io gateway-uring RW qd1 <= 2.0,
+#   syscalls/io gateway-uring RW qd32 <= 0.3
+#
 # Prints one line per ratio:
 #   ratio NAME: VALUE (rounds MIN-MAX) goal <= G PASS|MISS
 # with "n/a" (and neither PASS nor MISS) where a cell is missing.
@@ -62,11 +85,16 @@ def cell_metrics(c):
 HIGHER_BETTER = {"iops": True, "lat_us": False, "cpu_us": False}
 
 
+def timed_cells(cells):
+    """The timed cells (those without a "kind")."""
+    return [c for c in cells if "kind" not in c]
+
+
 class Cells:
     def __init__(self, cells):
         # (series, workload, qd) -> {round: metrics}
         self.by_key = {}
-        for c in cells:
+        for c in timed_cells(cells):
             k = (c["series"], c["workload"], int(c["qd"]))
             self.by_key.setdefault(k, {})[int(c.get("round", 1))] = cell_metrics(c)
 
@@ -109,6 +137,8 @@ def _hop_defs(gw, floor, suffix):
 
 
 WORKLOADS = [(rw, qd) for rw in ("randread", "randwrite") for qd in (1, 32)]
+# qemu-img bench has no random offsets: it reads or writes at ascending offsets
+QEMU_WORKLOADS = [(rw, qd) for rw in ("read", "write") for qd in (1, 32)]
 
 
 def ratio_defs():
@@ -133,7 +163,101 @@ def ratio_defs():
                      lambda g, rw=rw, qd=qd: _div(g("gateway", rw, qd, "iops"), g("gateway-s", rw, qd, "iops")),
                      ">=", 0.95))
     defs.extend(_hop_defs("gateway-uring", "nullfuse-uring", " uring"))
+    for rw, qd in WORKLOADS:
+        defs.append((f"gateway-uring/gateway iops {rw} qd{qd}",
+                     lambda g, rw=rw, qd=qd: _div(g("gateway-uring", rw, qd, "iops"), g("gateway", rw, qd, "iops")),
+                     ">=", 1.0))
+    for rw, qd in QEMU_WORKLOADS:
+        defs.append((f"qemu-img file/iscsi:// {rw} qd{qd}",
+                     lambda g, rw=rw, qd=qd: _div(g("qemu-file", rw, qd, "iops"), g("qemu-iscsi", rw, qd, "iops")),
+                     ">=", 1.0))
     return defs
+
+
+class Counts:
+    """Counts per I/O by (series, workload, qd): syscalls, vol_cs, invol_cs, cs, instr, by_name."""
+
+    def __init__(self, cells):
+        self.by_key = {}
+        for c in cells:
+            kind = c.get("kind")
+            if kind not in ("counts", "instr"):
+                continue
+            k = (c["series"], c["workload"], int(c["qd"]))
+            m = self.by_key.setdefault(k, {})
+            ios = c.get("ios")
+            if kind == "instr":
+                m["instr"] = _div(c.get("instr"), float(ios)) if ios else None
+                if c.get("na"):
+                    m["instr_na"] = c["na"]
+                continue
+            per = {n: _div(c.get(n), float(ios)) if ios else None for n in ("syscalls", "vol_cs", "invol_cs")}
+            m.update(per)
+            m["cs"] = None if per["vol_cs"] is None or per["invol_cs"] is None else per["vol_cs"] + per["invol_cs"]
+            m["by_name"] = {n: v / float(ios) for n, v in (c.get("syscalls_by_name") or {}).items() if ios}
+
+    def get(self, series, workload, qd, metric):
+        return self.by_key.get((series, workload, qd), {}).get(metric)
+
+
+# (metric, its name in the line, series, qd, goal op, goal), for each workload
+COUNT_GOALS = [
+    ("syscalls", "syscalls/io", "gateway", 32, "<=", 2.3),
+    ("cs", "cs/io", "gateway", 32, "<=", 0.35),
+    ("instr", "instr/io", "gateway", 32, "<=", 3100),
+    ("vol_cs", "vol cs/io", "gateway", 1, "<=", 1.25),
+    ("syscalls", "syscalls/io", "gateway", 1, "<=", 5),
+    ("syscalls", "syscalls/io", "gateway-uring", 1, "<=", 3),
+    ("vol_cs", "vol cs/io", "gateway-uring", 1, "<=", 2.0),
+    ("syscalls", "syscalls/io", "gateway-uring", 32, "<=", 0.3),
+]
+
+
+def _verdict(value, op, goal):
+    if value is None or op is None:
+        return None
+    return "PASS" if (value <= goal if op == "<=" else value >= goal) else "MISS"
+
+
+def compute_counts(cells):
+    """The goal lines of the counts per I/O: a list as compute() gives (min, max None, rounds 0)."""
+    cs = Counts(cells)
+    out = []
+    for metric, label, series, qd, op, goal in COUNT_GOALS:
+        for rw in ("randread", "randwrite"):
+            v = cs.get(series, rw, qd, metric)
+            out.append({"name": f"{label} {series} {rw} qd{qd}", "value": v, "min": None, "max": None,
+                        "rounds": 0, "goal_op": op, "goal": goal, "verdict": _verdict(v, op, goal)})
+    return out
+
+
+COUNT_SERIES = ["gateway", "gateway-s", "gateway-uring", "raw", "nullfuse-dev", "nullfuse-uring"]
+
+
+def counts_table(cells, top=3):
+    """Lines of the counts per I/O: rows series x workload x QD; syscalls, the top ones by name,
+    voluntary and involuntary context switches, user instructions; then why an instr cell is n/a."""
+    cs = Counts(cells)
+    order = {s: i for i, s in enumerate(COUNT_SERIES)}
+    keys = sorted(cs.by_key, key=lambda k: (order.get(k[0], len(order)), k[0], k[1], k[2]))
+    lines = [f"{'series':<14} {'workload':<10} {'QD':>3} {'syscalls':>8}  {'top syscalls by name':<44} "
+             f"{'vol cs':>7} {'invol cs':>8} {'user instr':>10}"]
+
+    def f(x, spec):
+        return "n/a" if x is None else format(x, spec)
+
+    notes = []
+    for k in keys:
+        m = cs.by_key[k]
+        # the top ones of at least 0.005 a I/O (not the odd getuid of a FUSE request's credentials)
+        names = sorted(((n, v) for n, v in (m.get("by_name") or {}).items() if v >= 0.005),
+                       key=lambda kv: (-kv[1], kv[0]))[:top]
+        top_s = " ".join(f"{n} {v:.2f}" for n, v in names) or "n/a"
+        lines.append(f"{k[0]:<14} {k[1]:<10} {k[2]:>3} {f(m.get('syscalls'), '.2f'):>8}  {top_s:<44} "
+                     f"{f(m.get('vol_cs'), '.3f'):>7} {f(m.get('invol_cs'), '.3f'):>8} {f(m.get('instr'), '.0f'):>10}")
+        if m.get("instr_na"):
+            notes.append(f"user instr n/a for {k[0]} {k[1]} qd{k[2]}: {m['instr_na']}")
+    return lines + notes
 
 
 def compute(cells):
@@ -162,7 +286,7 @@ def fmt(x):
 
 def line(r):
     s = f"ratio {r['name']}: {fmt(r['value'])}"
-    if r["value"] is not None:
+    if r["value"] is not None and r["min"] is not None:
         s += f" (rounds {fmt(r['min'])}-{fmt(r['max'])})"
     if r["goal_op"] is not None:
         s += f" goal {r['goal_op']} {r['goal']}"
@@ -196,12 +320,21 @@ def main(argv):
     print("latency = mean; CPU per I/O = machine-wide user+nice+system+irq+softirq over the cell / I/Os")
     for s in table(cells):
         print(s)
-    res = compute(cells)
+    cnt = Counts(cells)
+    if cnt.by_key:
+        print()
+        print("Counts per I/O (fixed I/O count per cell; syscalls and context switches of the daemon, or of the raw")
+        print("tool, with what it does idle subtracted; user instructions under callgrind)")
+        for s in counts_table(cells):
+            print(s)
+        print()
+    res = compute(cells) + compute_counts(cells)
     for r in res:
         print(line(r))
     if len(argv) == 4:
+        per_io = [{"series": k[0], "workload": k[1], "qd": k[2], **m} for k, m in sorted(cnt.by_key.items())]
         with open(argv[3], "w") as f:
-            json.dump({"cells": cells, "ratios": res}, f, indent=2)
+            json.dump({"cells": cells, "counts_per_io": per_io, "ratios": res}, f, indent=2)
             f.write("\n")
     return 0
 

@@ -63,6 +63,14 @@ ONE_ROUND = [
     cell("nullfuse-uring", "randwrite", 1, 50000, jiffies=30, ios=100000),
     cell("gateway-uring", "randwrite", 32, 45000, jiffies=110, ios=220000),
     cell("nullfuse-uring", "randwrite", 32, 100000, jiffies=90, ios=300000),
+    cell("qemu-file", "read", 1, 9000),
+    cell("qemu-iscsi", "read", 1, 10000),
+    cell("qemu-file", "read", 32, 60000),
+    cell("qemu-iscsi", "read", 32, 50000),
+    cell("qemu-file", "write", 1, 8000),
+    cell("qemu-iscsi", "write", 1, 8000),
+    cell("qemu-file", "write", 32, 30000),
+    cell("qemu-iscsi", "write", 32, 40000),
 ]
 
 WANT_ONE_ROUND = {
@@ -93,6 +101,62 @@ WANT_ONE_ROUND = {
     "hop/floor randread qd32 uring": (1.25, "MISS"),   # (15 - 10) / 4
     "hop/floor randwrite qd1 uring": (1.0, "PASS"),    # (8 - 5) / 3
     "hop/floor randwrite qd32 uring": (1 / 3, "PASS"),  # (5 - 4) / 3
+    "gateway-uring/gateway iops randread qd1": (1.4, "PASS"),     # 14000 / 10000
+    "gateway-uring/gateway iops randread qd32": (1.2, "PASS"),    # 36000 / 30000
+    "gateway-uring/gateway iops randwrite qd1": (1.2, "PASS"),
+    "gateway-uring/gateway iops randwrite qd32": (1.125, "PASS"),  # 45000 / 40000
+    "qemu-img file/iscsi:// read qd1": (0.9, "MISS"),
+    "qemu-img file/iscsi:// read qd32": (1.2, "PASS"),
+    "qemu-img file/iscsi:// write qd1": (1.0, "PASS"),
+    "qemu-img file/iscsi:// write qd32": (0.75, "MISS"),
+}
+
+
+def counts(series, workload, qd, ios, syscalls, vol, invol, by_name=None):
+    return {"kind": "counts", "series": series, "workload": workload, "qd": qd, "ios": ios,
+            "syscalls": syscalls, "vol_cs": vol, "invol_cs": invol, "syscalls_by_name": by_name or {}}
+
+
+def instr(series, workload, qd, ios, n=None, na=None):
+    c = {"kind": "instr", "series": series, "workload": workload, "qd": qd, "ios": ios, "instr": n}
+    if na:
+        c["na"] = na
+    return c
+
+
+# Per I/O:
+#   gateway randread qd32:  syscalls 50000 / 20000 = 2.5, cs (5000 + 1000) / 20000 = 0.3, instr 2e7 / 5000 = 4000
+#   gateway randwrite qd32: syscalls 2.0, cs 0.4, instr n/a
+#   gateway randread qd1:   syscalls 4.5, vol cs 1.3
+#   gateway-uring randread qd1: syscalls 2.0, vol cs 2.5; qd32: syscalls 0.2
+COUNT_CELLS = [
+    counts("gateway", "randread", 32, 20000, 50000, 5000, 1000,
+           {"writev": 20000, "read": 20000, "poll": 5000, "futex": 1000, "getuid": 2}),  # getuid: too few to show
+    instr("gateway", "randread", 32, 5000, 20_000_000),
+    counts("gateway", "randwrite", 32, 20000, 40000, 8000, 0),
+    instr("gateway", "randwrite", 32, 5000, na="hangs under valgrind"),
+    counts("gateway", "randread", 1, 10000, 45000, 13000, 100),
+    counts("gateway-uring", "randread", 1, 10000, 20000, 25000, 0, {"io_uring_enter": 20000, "getgid": 3}),
+    counts("gateway-uring", "randread", 32, 20000, 4000, 100, 0),
+]
+
+WANT_COUNTS = {
+    "syscalls/io gateway randread qd32": (2.5, "MISS"),
+    "syscalls/io gateway randwrite qd32": (2.0, "PASS"),
+    "cs/io gateway randread qd32": (0.3, "PASS"),
+    "cs/io gateway randwrite qd32": (0.4, "MISS"),
+    "instr/io gateway randread qd32": (4000, "MISS"),
+    "instr/io gateway randwrite qd32": (None, None),
+    "vol cs/io gateway randread qd1": (1.3, "MISS"),
+    "vol cs/io gateway randwrite qd1": (None, None),
+    "syscalls/io gateway randread qd1": (4.5, "PASS"),
+    "syscalls/io gateway randwrite qd1": (None, None),
+    "syscalls/io gateway-uring randread qd1": (2.0, "PASS"),
+    "syscalls/io gateway-uring randwrite qd1": (None, None),
+    "vol cs/io gateway-uring randread qd1": (2.5, "MISS"),
+    "vol cs/io gateway-uring randwrite qd1": (None, None),
+    "syscalls/io gateway-uring randread qd32": (0.2, "PASS"),
+    "syscalls/io gateway-uring randwrite qd32": (None, None),
 }
 
 
@@ -170,6 +234,38 @@ class TestFloor(unittest.TestCase):
         self.assertIsNone(r["hop/floor randread qd32 uring"]["value"])
         self.assertAlmostEqual(r["gateway-uring/raw randread qd32"]["value"], 0.9)
 
+    def test_counts(self):
+        # the count entries leave the timed ratios alone
+        self.assertEqual(floor.compute(ONE_ROUND + COUNT_CELLS), floor.compute(ONE_ROUND))
+        res = by_name(floor.compute_counts(ONE_ROUND + COUNT_CELLS))
+        self.assertEqual(set(res), set(WANT_COUNTS))
+        for name, (value, verdict) in WANT_COUNTS.items():
+            with self.subTest(name=name):
+                if value is None:
+                    self.assertIsNone(res[name]["value"])
+                else:
+                    self.assertAlmostEqual(res[name]["value"], value, places=9)
+                self.assertEqual(res[name]["verdict"], verdict)
+        self.assertEqual(floor.line(res["syscalls/io gateway randread qd32"]),
+                         "ratio syscalls/io gateway randread qd32: 2.500 goal <= 2.3 MISS")
+        self.assertEqual(floor.line(res["instr/io gateway randwrite qd32"]),
+                         "ratio instr/io gateway randwrite qd32: n/a goal <= 3100")
+
+    def test_counts_table(self):
+        lines = floor.counts_table(COUNT_CELLS)
+        self.assertEqual(len(lines), 1 + 5 + 1)  # header, five rows, one note
+        rows = [ln.split() for ln in lines[1:6]]
+        # gateway first (randread qd1, qd32, randwrite qd32), then gateway-uring
+        self.assertEqual([r[:3] for r in rows], [["gateway", "randread", "1"], ["gateway", "randread", "32"],
+                                                 ["gateway", "randwrite", "32"], ["gateway-uring", "randread", "1"],
+                                                 ["gateway-uring", "randread", "32"]])
+        self.assertEqual(rows[1], ["gateway", "randread", "32", "2.50", "read", "1.00", "writev", "1.00",
+                                   "poll", "0.25", "0.250", "0.050", "4000"])
+        self.assertEqual(rows[2][3:], ["2.00", "n/a", "0.400", "0.000", "n/a"])
+        # under 0.005 a I/O a name is left out
+        self.assertEqual(rows[3][3:], ["2.00", "io_uring_enter", "2.00", "2.500", "0.000", "n/a"])
+        self.assertEqual(lines[6], "user instr n/a for gateway randwrite qd32: hangs under valgrind")
+
     def test_lines(self):
         r = by_name(floor.compute(ONE_ROUND))
         self.assertEqual(floor.line(r["hop/floor randread qd1"]),
@@ -193,7 +289,21 @@ class TestFloor(unittest.TestCase):
             self.assertIn("ratio hop/floor randwrite qd32: 0.250 (rounds 0.250-0.250) goal <= 1.2 PASS", p.stdout)
             with open(out) as f:
                 saved = json.load(f)
-            self.assertEqual(len(saved["ratios"]), len(WANT_ONE_ROUND))
+            self.assertEqual(len(saved["ratios"]), len(WANT_ONE_ROUND) + len(WANT_COUNTS))
+            self.assertEqual(saved["counts_per_io"], [])
+        with tempfile.TemporaryDirectory() as d:
+            cells, out = os.path.join(d, "cells.json"), os.path.join(d, "out.json")
+            with open(cells, "w") as f:
+                json.dump(ONE_ROUND + COUNT_CELLS, f)
+            p = subprocess.run([sys.executable, floor.__file__, cells, "--json", out],
+                               capture_output=True, text=True, check=True)
+            self.assertIn("ratio cs/io gateway randwrite qd32: 0.400 goal <= 0.35 MISS", p.stdout)
+            self.assertIn("Counts per I/O", p.stdout)
+            with open(out) as f:
+                saved = json.load(f)
+            per = {(c["series"], c["workload"], c["qd"]): c for c in saved["counts_per_io"]}
+            self.assertAlmostEqual(per[("gateway", "randread", 32)]["instr"], 4000)
+            self.assertAlmostEqual(per[("gateway", "randread", 32)]["by_name"]["poll"], 0.25)
 
 
 if __name__ == "__main__":
