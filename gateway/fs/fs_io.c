@@ -56,8 +56,8 @@ const struct route_sink gw_io_sink = {
 	.truncate_done = gw_truncate_reply,
 };
 
-/* The open file's struct gw_file (NULL without the block cache). */
-static struct gw_file *file_of(const struct fuse_file_info *fi) { return (struct gw_file *)(uintptr_t)fi->fh; }
+/* The open file's struct gw_file (NULL without the block cache, or opened by an earlier worker). */
+static struct gw_file *file_of(const struct fuse_file_info *fi) { return gw_fh_ptr(fi->fh); }
 
 /* ---- the handlers ---- */
 

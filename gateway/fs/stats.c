@@ -227,7 +227,7 @@ void gw_stats_open(fuse_req_t req, struct fuse_file_info *fi)
 		return;
 	}
 	atomic_init(&sf->refs, 1); /* the open file's */
-	fi->fh = (uint64_t)(uintptr_t)sf;
+	fi->fh = gw_fh_make(sf);
 	fi->direct_io = 1; /* the size changes between snapshots: read until EOF */
 	fi->keep_cache = 0;
 	fuse_reply_open(req, fi);
@@ -235,7 +235,11 @@ void gw_stats_open(fuse_req_t req, struct fuse_file_info *fi)
 
 void gw_stats_read(fuse_req_t req, size_t size, off_t off, struct fuse_file_info *fi)
 {
-	struct stats_file *sf = (struct stats_file *)(uintptr_t)fi->fh;
+	struct stats_file *sf = gw_fh_ptr(fi->fh);
+	if (!sf) { /* opened by an earlier worker: its snapshot went with it */
+		fuse_reply_err(req, EIO);
+		return;
+	}
 	if (off < 0 || (uint64_t)off >= sf->len) {
 		fuse_reply_buf(req, NULL, 0);
 		return;
@@ -249,7 +253,7 @@ void gw_stats_read(fuse_req_t req, size_t size, off_t off, struct fuse_file_info
 
 void gw_stats_release(fuse_req_t req, struct fuse_file_info *fi)
 {
-	struct stats_file *sf = (struct stats_file *)(uintptr_t)fi->fh;
+	struct stats_file *sf = gw_fh_ptr(fi->fh);
 	if (sf)
 		stats_file_put(sf);
 	fuse_reply_err(req, 0);
@@ -257,8 +261,8 @@ void gw_stats_release(fuse_req_t req, struct fuse_file_info *fi)
 
 void gw_stats_lseek(fuse_req_t req, off_t off, int whence, struct fuse_file_info *fi)
 {
-	const struct stats_file *sf = (const struct stats_file *)(uintptr_t)fi->fh;
-	if (off < 0 || (uint64_t)off >= sf->len) {
+	const struct stats_file *sf = gw_fh_ptr(fi->fh);
+	if (!sf || off < 0 || (uint64_t)off >= sf->len) {
 		fuse_reply_err(req, ENXIO);
 		return;
 	}
