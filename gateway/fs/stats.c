@@ -14,6 +14,7 @@
 
 #include "gateway/fuse/fuse_uring.h"
 #include "gateway/gateway.h"
+#include "gateway/life/lifestate.h"
 #include "gateway/life/paths.h"
 #include "initiator/mpath/mpath.h"
 
@@ -183,6 +184,9 @@ int gw_stats_render(struct gw *g, char **out, size_t *len)
 	fprintf(f, "fuse_path %s\n", gw_fuse_uring_path(g->uring));
 	for (size_t i = 0; i < sizeof(rows) / sizeof(rows[0]); i++)
 		fprintf(f, "%s %llu\n", rows[i].key, (unsigned long long)*(const uint64_t *)((const char *)&n + rows[i].off));
+	const struct gw_life_state *st = gw_life.st; /* workers replaced, requests the kernel resent (supervisor.h) */
+	fprintf(f, "worker_restarts %llu\nrequests_resent %llu\n", st ? (unsigned long long)atomic_load(&st->restarts) : 0ull,
+		st ? (unsigned long long)atomic_load(&st->resent) : 0ull);
 	render_paths(g, f);
 	if (fclose(f) || !buf) {
 		free(buf);

@@ -52,6 +52,7 @@ struct sup {
 	int ctl;                      /* our end of its channel */
 	unsigned n;                   /* its number */
 	bool serving, final, stopping, restarting;
+	int64_t served_at_ms;         /* when it said 'S' */
 	int64_t down_since_ms;        /* the last worker's death, while the next one does not serve */
 	char why[96];                 /* how the last worker ended */
 	int64_t report_at_ms;         /* the restart line is due (0: none) */
@@ -284,6 +285,7 @@ static void worker_says(struct sup *s)
 		break;
 	case 'S':
 		s->serving = true;
+		s->served_at_ms = clk_now_ms();
 		if (s->n == 0 && !s->c->foreground) {
 			/* as the first worker did: the supervisor leaves the terminal too */
 			int nul = open("/dev/null", O_RDWR | O_CLOEXEC);
@@ -374,7 +376,8 @@ static int worker_ended(struct sup *s, int status)
 	int64_t now = clk_now_ms();
 	if (s->restarting && clean) {
 		snprintf(s->why, sizeof(s->why), "restart asked for");
-	} else {
+	} else if (!s->serving || now - s->served_at_ms < GW_SUP_STABLE_MS) {
+		/* a crash loop: deaths at the start (or soon after), not those of a worker that served a while */
 		s->deaths[s->ndeaths++ % GW_SUP_LOOP_DEATHS] = now;
 		if (s->ndeaths >= GW_SUP_LOOP_DEATHS &&
 		    now - s->deaths[s->ndeaths % GW_SUP_LOOP_DEATHS] < GW_SUP_LOOP_S * 1000) {

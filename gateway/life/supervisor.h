@@ -13,7 +13,8 @@
  * FUSE_NOTIFY_RESEND and serves.
  *
  * Ends: a worker that stops by itself (unmount, stop signal: it tells
- * 'Q') ends the supervisor with its exit status.  Five deaths within 60 s,
+ * 'Q') ends the supervisor with its exit status.  Five deaths within 60 s
+ * of workers that had not served for a second yet (a crash loop),
  * a kernel without FUSE_NOTIFY_RESEND, or LUNs that are not the same
  * devices any more: one line, the connection aborted (pending I/O fails),
  * the mount removed, exit 1.  SIGTERM, SIGINT, SIGHUP go to the worker
@@ -27,9 +28,15 @@
 
 #include <stdbool.h>
 
-/* A crash loop: this many worker deaths within GW_SUP_LOOP_S seconds end the mount. */
+/*
+ * A crash loop: this many worker deaths within GW_SUP_LOOP_S seconds end
+ * the mount; a death counts when the worker had not served yet or served
+ * less than GW_SUP_STABLE_MS (one killed after serving a while is simply
+ * replaced).
+ */
 #define GW_SUP_LOOP_DEATHS 5
 #define GW_SUP_LOOP_S 60
+#define GW_SUP_STABLE_MS 1000
 
 struct gw_sup_config {
 	int argc;
