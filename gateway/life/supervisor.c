@@ -451,8 +451,13 @@ static int on_signal(struct sup *s)
 		return -1;
 	default: /* a stop signal: the worker stops as it always did (a second one: at once) */
 		s->stopping = true;
+		/*
+		 * A restarted worker that does not serve yet holds nothing
+		 * acknowledged and may wait in its login with the stop signals
+		 * blocked: it ends at once, the supervisor removes the mount.
+		 */
 		if (s->pid)
-			kill(s->pid, SIGTERM);
+			kill(s->pid, s->n && !s->serving ? SIGKILL : SIGTERM);
 		return -1;
 	}
 }
