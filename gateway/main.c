@@ -26,6 +26,7 @@
  * (which LUNs become files) and stop.c (signals and the shutdown).
  */
 #include <errno.h>
+#include <fcntl.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -623,6 +624,25 @@ static int mount_supervise(struct mount *m, int argc, char **orig)
 	return gw_supervise(&c);
 }
 
+/* stderr to /dev/null; returns the descriptor for stderr_restore (-1 if none). */
+static int stderr_quiet(void)
+{
+	int saved = dup(2), nul = open("/dev/null", O_WRONLY | O_CLOEXEC);
+	if (saved >= 0 && nul >= 0)
+		dup2(nul, 2);
+	if (nul >= 0)
+		close(nul);
+	return saved;
+}
+
+static void stderr_restore(int saved)
+{
+	if (saved < 0)
+		return;
+	dup2(saved, 2);
+	close(saved);
+}
+
 /* A copy of argv (NULL-terminated), or NULL. */
 static char **argv_copy(int argc, char **argv)
 {
@@ -648,13 +668,18 @@ int main(int argc, char **argv)
 	gw_live_watch_init(&m.watch);
 	signal(SIGPIPE, SIG_IGN); /* a closed connection is an error return, not a signal */
 	gw_fuselog_route();       /* libfuse's messages prefixed, to the log's destination */
+	/* a worker repeats the supervisor's checks, which printed their warnings already */
+	int loud = gw_life.worker ? stderr_quiet() : -1;
 	int done = mount_settings(&m, argc, argv);
+	if (done < 0 && (mount_check(&m) || mount_fuse_session(&m)))
+		done = 1;
+	stderr_restore(loud);
 	if (done >= 0) {
+		if (done && gw_life.worker)
+			fprintf(stderr, "iserfuse: worker: the options no longer load (the configuration file changed?)\n");
 		rc = done;
 		goto out;
 	}
-	if (mount_check(&m) || mount_fuse_session(&m))
-		goto out;
 	if (!gw_life.worker) {
 		rc = orig ? mount_supervise(&m, argc, orig) : 1;
 		goto out;
