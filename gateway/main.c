@@ -169,6 +169,7 @@ static int open_luns(struct gw *g, const struct iscsi_url *url, char *err, size_
 		rc = -ENODEV;
 		goto out;
 	}
+	gw_life_luns_order(infos, (size_t)ndisk); /* a restarted worker: each inode names the LUN it named */
 	/* Every slot up front: the rescan thread adds LUNs while workers read the table. */
 	g->luns = calloc(GW_MAX_LUNS, sizeof(*g->luns));
 	if (!g->luns) {
@@ -494,10 +495,9 @@ static int mount_uring(struct mount *m)
  * inherited /dev/fuse descriptor with our custom I/O, the saved INIT
  * replayed to libfuse (its reply dropped), FUSE_NOTIFY_RESEND (the
  * requests the last worker read and did not answer come again), the
- * rescan thread; then the supervisor hears that it serves.  FUSE over
- * io_uring is not set up again (the kernel sends no second INIT to
- * offer it): requests go over /dev/fuse.  Returns 0, or -1 after one
- * line.
+ * rescan thread; then the supervisor hears that it serves.  Never after
+ * a worker that served over io_uring (the supervisor ends the mount
+ * then): requests go over /dev/fuse.  Returns 0, or -1 after one line.
  */
 static int mount_resume(struct mount *m)
 {
@@ -508,9 +508,6 @@ static int mount_resume(struct mount *m)
 		return -1;
 	}
 	gw_life.dev_fd = -1; /* the session's now */
-	if (atomic_load(&gw_life.st->uring))
-		log_warn("FUSE over io_uring: the rings ended with the last worker and the kernel offers none "
-			 "without a new INIT; FUSE requests go over /dev/fuse");
 	if ((rc = gw_resume_replay(m->se))) {
 		log_err("cannot take the FUSE connection over: the saved INIT request was refused (%s)", strerror(-rc));
 		return -1;

@@ -626,8 +626,11 @@ static ssize_t init_reply(struct gw_fuse_uring *u, int fd, struct iovec *iov, in
 		return -1;
 	}
 	atomic_store(&u->active, true);
-	if (gw_life.st) /* a restarted worker says what became of the rings */
+	if (gw_life.st && gw_life.worker) { /* the supervisor: no restart over rings (life/supervisor.h) */
 		atomic_store(&gw_life.st->uring, true);
+		log_info("FUSE over io_uring: a worker that dies ends the mount (the kernel keeps the requests on the "
+			 "rings it registered; a new worker cannot take them over)");
+	}
 	log_info("FUSE requests over io_uring: %u queues of %u entries (%zu-byte payloads), %u ring thread%s",
 		 u->nqueues, u->depth, u->payload_sz, u->nrings, u->nrings == 1 ? "" : "s");
 	return res;

@@ -130,3 +130,21 @@ int gw_life_luns_check(const struct gw *g, char *why, size_t cap)
 	}
 	return 0;
 }
+
+void gw_life_luns_order(struct iscsi_lun_info *infos, size_t n)
+{
+	const struct gw_life_state *st = gw_life.st;
+	if (!st || !gw_life.n)
+		return;
+	size_t placed = 0;
+	for (size_t i = 0; i < st->nluns && placed < n; i++) {
+		for (size_t k = placed; k < n; k++) {
+			if (infos[k].lun != st->luns[i].lun)
+				continue;
+			struct iscsi_lun_info t = infos[k]; /* move k to placed, the ones between one up: stable */
+			memmove(&infos[placed + 1], &infos[placed], (k - placed) * sizeof(*infos));
+			infos[placed++] = t;
+			break;
+		}
+	}
+}

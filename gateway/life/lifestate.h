@@ -80,8 +80,17 @@ int gw_life_state_create(struct gw_life_state **out);
  */
 void gw_life_tell(char what, int fd);
 
-/* The first worker: the LUN table into the state (after the LUNs are open). */
+/* The LUN table into the state: after the LUNs are open, and when the rescan thread adds one. */
 void gw_life_luns_save(const struct gw *g);
+
+/*
+ * A restarted worker, before the LUN files are made: order infos[0..n)
+ * (the probed disk LUNs) as the state's table, those it does not hold
+ * after them in their order, so that every inode names the LUN it named
+ * (the rescan thread may have added LUNs in another order than REPORT
+ * LUNS gives now).  No-op when not a restarted worker.
+ */
+void gw_life_luns_order(struct iscsi_lun_info *infos, size_t n);
 
 /*
  * A restarted worker: whether g's LUN table is the one the state holds

@@ -30,6 +30,7 @@
 #include "initiator/util/thread.h"
 #include "gateway/gateway.h"
 #include "gateway/setup/lun_select.h"
+#include "lifestate.h"
 #include "paths.h"
 
 struct gw_rescan {
@@ -288,6 +289,8 @@ static void add_luns(struct gw_rescan *r, const uint16_t *luns, size_t n, void *
 		notify_entry(g, l->name);
 		notify_inode(g, FUSE_ROOT_ID);
 	}
+	if (kept > 0)
+		gw_life_luns_save(g); /* a restarted worker gives each inode the same LUN (lifestate.h) */
 	free(infos);
 }
 

@@ -367,6 +367,14 @@ static int worker_ended(struct sup *s, int status)
 		client_answer(s, "failed: the mount ended\n");
 		return 1;
 	}
+	if (atomic_load(&s->st->uring)) {
+		/* the kernel keeps queueing requests on the dead worker's ring entries: /dev/fuse would never see them */
+		log_err("worker ended (%s); its FUSE io_uring rings cannot be taken over: the mount on %s is removed",
+			s->why, s->mnt);
+		mount_end(s);
+		client_answer(s, "failed: the mount ended\n");
+		return 1;
+	}
 	if (WIFEXITED(status) && WEXITSTATUS(status) == GW_WORKER_EXIT_GIVE_UP) {
 		log_err("worker gave up (it said why): the mount on %s is removed", s->mnt);
 		mount_end(s);
