@@ -607,15 +607,16 @@ static void mount_free(struct mount *m)
 /*
  * The supervisor (life/supervisor.c) in place of the steps after the
  * fork: the workers get argv as it was before the credentials were
- * scrubbed (orig).  Returns the exit status.
+ * scrubbed (orig) and the credentials of the environment (env).  Returns
+ * the exit status.
  */
-static int mount_supervise(struct mount *m, int argc, char **orig)
+static int mount_supervise(struct mount *m, int argc, char **orig, char **env)
 {
 	if (!m->cmd.foreground && gw_daemon_fork(&m->ready_fd))
 		return 1;
 	struct gw_sup_config c = {
 		.argc = argc, .argv = orig, .mnt = m->cmd.mountpoint, .foreground = m->cmd.foreground,
-		.ready_fd = m->ready_fd,
+		.ready_fd = m->ready_fd, .env = env,
 	};
 	m->ready_fd = -1;
 	return gw_supervise(&c);
@@ -661,6 +662,7 @@ int main(int argc, char **argv)
 	if (gw_life_from_argv(&argc, argv))
 		return 1;
 	char **orig = gw_life.worker ? NULL : argv_copy(argc, argv); /* before the scrub: the workers' */
+	char **env = gw_life.worker ? NULL : gw_sup_env_save();     /* before the credentials leave it */
 	m.args = (struct fuse_args)FUSE_ARGS_INIT(argc, argv);
 	gw_live_watch_init(&m.watch);
 	signal(SIGPIPE, SIG_IGN); /* a closed connection is an error return, not a signal */
@@ -678,7 +680,7 @@ int main(int argc, char **argv)
 		goto out;
 	}
 	if (!gw_life.worker) {
-		rc = orig ? mount_supervise(&m, argc, orig) : 1;
+		rc = orig ? mount_supervise(&m, argc, orig, env) : 1;
 		goto out;
 	}
 	m.ready_fd = gw_life.ready_fd;

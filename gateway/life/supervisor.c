@@ -222,6 +222,8 @@ static int worker_start(struct sup *s)
 		fcntl(sv[1], F_SETFD, 0);
 		if (s->n && s->dev_fd >= 0)
 			fcntl(s->dev_fd, F_SETFD, 0);
+		for (char **e = s->c->env; e && *e; e++)
+			putenv(*e); /* the credentials the first process took out of its environment */
 		signal(SIGPIPE, SIG_DFL);
 		sigprocmask(SIG_SETMASK, &s->oldmask, NULL);
 		execv(s->exe, argv);
@@ -468,6 +470,21 @@ static int on_signal(struct sup *s)
 			kill(s->pid, s->n && !s->serving ? SIGKILL : SIGTERM);
 		return -1;
 	}
+}
+
+char **gw_sup_env_save(void)
+{
+	extern char **environ;
+	static const char prefix[] = "ISERFUSE_CHAP_";
+	size_t n = 0;
+	for (char **e = environ; e && *e; e++)
+		n += !strncmp(*e, prefix, sizeof(prefix) - 1);
+	char **out = calloc(n + 1, sizeof(*out));
+	size_t k = 0;
+	for (char **e = environ; out && e && *e; e++)
+		if (!strncmp(*e, prefix, sizeof(prefix) - 1) && !(out[k++] = strdup(*e)))
+			return NULL;
+	return out;
 }
 
 int gw_supervise(const struct gw_sup_config *c)

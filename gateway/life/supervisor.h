@@ -44,7 +44,15 @@ struct gw_sup_config {
 	const char *mnt;      /* the mount point, as given */
 	bool foreground;
 	int ready_fd;         /* the start-up parent's pipe (gw_daemon_fork), -1 in the foreground */
+	char **env;           /* gw_sup_env_save's: put back into each worker's environment */
 };
+
+/*
+ * Before the credentials are loaded (they take ISERFUSE_CHAP_* out of the
+ * environment): a copy of those "KEY=VALUE" strings, NULL-terminated, for
+ * the workers (NULL when out of memory: the workers then lack them).
+ */
+char **gw_sup_env_save(void);
 
 /*
  * Supervise: run workers until the mount ends.  Returns the exit status:
