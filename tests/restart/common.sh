@@ -48,6 +48,8 @@ restart_mounted() {
 }
 
 suite_teardown() {
+	# shellcheck disable=SC2154 # uring.sh's
+	[[ -n ${uring_was:-} ]] && echo "$uring_was" >/sys/module/fuse/parameters/enable_uring
 	[[ -n $bg ]] && kill "$bg" 2>/dev/null && wait "$bg" 2>/dev/null
 	umount -l "$work/ext4" 2>/dev/null
 	force_unmount "$work/mnt"
