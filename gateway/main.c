@@ -464,9 +464,10 @@ static int mount_files(struct mount *m)
 
 /*
  * FUSE over io_uring (fuse_uring.c) on the session just mounted, before
- * the loop reads the INIT request: -o io_uring=off leaves libfuse's
- * /dev/fuse I/O as it is.  Returns 0, or -1 after printing one line
- * (io_uring=on only).
+ * the loop reads the INIT request; with -o io_uring=off, or where the
+ * rings' custom I/O could not be installed, fuse_resume.c's (/dev/fuse as
+ * libfuse does it, the INIT request saved for a restarted worker).
+ * Returns 0, or -1 after printing one line.
  */
 static int mount_uring(struct mount *m)
 {
