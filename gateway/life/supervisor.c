@@ -219,6 +219,14 @@ static int worker_start(struct sup *s)
 		prctl(PR_SET_PDEATHSIG, SIGKILL);
 		if (getppid() != parent)
 			_exit(1);
+		/*
+		 * A process group of its own: a signal to the supervisor's group
+		 * (Ctrl-C on the terminal, timeout(1)) reaches the worker once,
+		 * handed on, not twice (a second stop signal ends it at once).
+		 * Its messages still go to the terminal in the foreground.
+		 */
+		setpgid(0, 0);
+		signal(SIGTTOU, SIG_IGN);
 		fcntl(sv[1], F_SETFD, 0);
 		if (s->n && s->dev_fd >= 0)
 			fcntl(s->dev_fd, F_SETFD, 0);
@@ -466,8 +474,10 @@ static int on_signal(struct sup *s)
 		 * acknowledged and may wait in its login with the stop signals
 		 * blocked: it ends at once, the supervisor removes the mount.
 		 */
-		if (s->pid)
-			kill(s->pid, s->n && !s->serving ? SIGKILL : SIGTERM);
+		if (s->pid && s->n && !s->serving)
+			kill(s->pid, SIGKILL);
+		else if (s->pid)
+			kill(s->pid, SIGTERM);
 		return -1;
 	}
 }

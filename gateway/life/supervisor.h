@@ -18,7 +18,8 @@
  * a kernel without FUSE_NOTIFY_RESEND, or LUNs that are not the same
  * devices any more: one line, the connection aborted (pending I/O fails),
  * the mount removed, exit 1.  SIGTERM, SIGINT, SIGHUP go to the worker
- * (which stops as before); SIGUSR1 or `iserfuse --restart MOUNTPOINT`
+ * (which stops as before; it has a process group of its own, so that a
+ * signal to the supervisor's group reaches it once); SIGUSR1 or `iserfuse --restart MOUNTPOINT`
  * replaces the worker on purpose: the old one stops reading requests,
  * answers those it read, writes the block cache back and exits 0, the new
  * one (from the binary now on disk) takes the rest.
