@@ -30,6 +30,11 @@ need_tools tgtd tgtadm fusermount3 pgrep
 restart_mounted restart-stop
 pass "mounted"
 pid=$(worker_pid)
+if [[ -z $pid ]]; then
+	fail "a worker runs under the supervisor"
+	summary
+	exit 1
+fi
 tpid=$(cat "$work/tgtd/pid")
 kill -STOP "$tpid"
 kill -KILL "$pid"
