@@ -16,9 +16,11 @@
 #                                   one serves (the log says so): 0, or 1
 #                                   after SECS seconds
 #   restarts_logged                 how many "serves the mount" lines
-#   fio_pass NAME FILE SIZE         one fio randrw pass (4k-1M, QD32,
-#                                   crc32c verify) on FILE; JSON output in
-#                                   $work/NAME.json; fio's exit status
+#   fio_pass NAME FILE SIZE [IO_SIZE] one fio randrw pass (4k-1M, QD32,
+#                                   crc32c verify) over SIZE bytes of FILE,
+#                                   IO_SIZE bytes in all (blocks written
+#                                   again); JSON output in $work/NAME.json;
+#                                   fio's exit status
 #   fio_max_lat_ms NAME...          the longest completion latency (ms) of
 #                                   those passes
 
@@ -79,8 +81,8 @@ kill_worker() {
 }
 
 fio_pass() {
-	local name=$1 file=$2 size=$3
-	fio --name="$name" --filename="$file" --size="$size" --bsrange=4k-1M --rw=randrw --allow_file_create=0 --ioengine=libaio \
+	local name=$1 file=$2 size=$3 io_size=${4:-$3}
+	fio --name="$name" --filename="$file" --size="$size" --io_size="$io_size" --bsrange=4k-1M --rw=randrw --allow_file_create=0 --ioengine=libaio \
 		--direct=1 --iodepth=32 --verify=crc32c --do_verify=1 --verify_fatal=1 --verify_state_save=0 \
 		--output-format=json --output="$work/$name.json" >/dev/null 2>"$work/$name.err"
 }

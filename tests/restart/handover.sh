@@ -35,7 +35,7 @@ pass "mounted"
 	passes=0
 	while [[ ! -e $work/restarter.done ]] || ((passes == 0)); do
 		passes=$((passes + 1))
-		fio_pass "pass$passes" "$work/mnt/lun1" 48M || echo "pass$passes: fio exit $?" >>"$work/fio.bad"
+		fio_pass "pass$passes" "$work/mnt/lun1" 48M 192M || echo "pass$passes: fio exit $?" >>"$work/fio.bad"
 		((passes < 200)) || break
 	done
 	echo "$passes" >"$work/fio.passes"
