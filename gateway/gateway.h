@@ -114,6 +114,23 @@ struct gw_file {
 };
 
 /*
+ * fi->fh of an open file (struct gw_file, .stats's snapshot): the pointer
+ * with this worker's generation in its top byte (lifestate.c; pointers
+ * leave it 0).  A file opened before a worker restart (supervisor.h)
+ * carries another worker's tag: gw_fh_ptr gives NULL for it, and it is
+ * served as a file opened without one (no read-ahead stream).
+ */
+extern uint8_t gw_fh_gen;
+static inline uint64_t gw_fh_make(const void *p)
+{
+	return p ? (uint64_t)(uintptr_t)p | (uint64_t)gw_fh_gen << 56 : 0;
+}
+static inline void *gw_fh_ptr(uint64_t fh)
+{
+	return fh && (uint8_t)(fh >> 56) == gw_fh_gen ? (void *)(uintptr_t)(fh & ((1ull << 56) - 1)) : NULL;
+}
+
+/*
  * Open LUN files with a struct gw_file (fs.c): kept on a list so that those
  * a stop leaves open (no RELEASE comes after the unmount) are freed.
  */

@@ -12,6 +12,13 @@
  * written, Logout, exit 0 (1 if a SYNCHRONIZE CACHE failed; a second stop
  * signal exits 2 at once).
  *
+ * The process started (after the fork) is the supervisor
+ * (life/supervisor.c): it runs the steps after the fork in a worker, this
+ * binary again with --worker, and starts another when one dies; the mount
+ * and its /dev/fuse descriptor stay.  A restarted worker takes the mount
+ * over instead of mounting (mount_resume): same ISID, same LUNs, the
+ * saved FUSE INIT replayed, FUSE_NOTIFY_RESEND.
+ *
  * main runs the steps below in that order on one struct mount; each step
  * prints its own error.  The pieces live in settings.c (options and the
  * configuration file), pool_setup.c (the pool and the block cache),
@@ -19,6 +26,7 @@
  * (which LUNs become files) and stop.c (signals and the shutdown).
  */
 #include <errno.h>
+#include <fcntl.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -38,8 +46,11 @@
 #include "gateway/fuse/fuse_uring.h"
 #include "gateway.h"
 #include "gateway/luns/lun_select.h"
+#include "gateway/handover/lifestate.h"
 #include "gateway/life/paths.h"
 #include "gateway/life/rescan.h"
+#include "supervisor.h"
+#include "gateway/fuse/fuse_resume.h"
 #include "gateway/setup/pool_setup.h"
 #include "gateway/settings/settings.h"
 #include "gateway/setup/startup.h"
@@ -64,6 +75,7 @@ struct mount {
 	struct gw_sync_batch *sync;     /* gw_stop's, freed by gw_stop_close */
 	int ready_fd;                   /* the parent's pipe until the watcher has it; -1 in the foreground */
 	char err[512];
+	bool give_up;                   /* a restarted worker found other LUNs: GW_WORKER_EXIT_GIVE_UP */
 };
 
 /* The start-up's LUN selection: probes on the session, reasons logged (or, for the URL's one LUN, fatal). */
@@ -159,6 +171,7 @@ static int open_luns(struct gw *g, const struct iscsi_url *url, char *err, size_
 		rc = -ENODEV;
 		goto out;
 	}
+	gw_life_luns_order(infos, (size_t)ndisk); /* a restarted worker: each inode names the LUN it named */
 	/* Every slot up front: the rescan thread adds LUNs while FUSE handlers read the table. */
 	g->luns = calloc(GW_MAX_LUNS, sizeof(*g->luns));
 	if (!g->luns) {
@@ -284,17 +297,21 @@ static int mount_check(struct mount *m)
 	iscsi_neg_config_default(&digest_check);
 	if (gw_settings_digests(&digest_check, &m->url, o))
 		return -1; /* a bad digest option fails before anything starts */
-	if (gw_mountpoint_check(gw_settings_where(o, GW_WHERE_MOUNTPOINT, where, sizeof(where)), m->cmd.mountpoint))
-		return -1;
-	struct stat st;
-	if (stat(m->cmd.mountpoint, &st))
-		return -1;
-	m->watch.under = st.st_dev;
+	if (gw_life.n == 0) { /* a restarted worker's mount point is the live mount: not looked into */
+		if (gw_mountpoint_check(gw_settings_where(o, GW_WHERE_MOUNTPOINT, where, sizeof(where)), m->cmd.mountpoint))
+			return -1;
+		struct stat st;
+		if (stat(m->cmd.mountpoint, &st))
+			return -1;
+		m->watch.under = st.st_dev;
+	}
 	if (m->cmd.debug)
 		log_set_level(LOG_LVL_DEBUG);
 	if (!m->cmd.foreground &&
 	    gw_logdest_prepare(gw_settings_where(o, GW_OPT_LOG_FILE, where, sizeof(where)), o->str[GW_OPT_LOG_FILE]))
 		return -1;
+	if (!m->cmd.foreground && gw_life.n) /* the terminal was left by the first worker */
+		gw_logdest_activate();
 	return 0;
 }
 
@@ -372,6 +389,8 @@ static int mount_connect(struct mount *m)
 		snprintf(sc.initiator_name, sizeof(sc.initiator_name), "%s", o->str[GW_OPT_INITIATOR_NAME]);
 	else
 		gw_initiator_name_or_warn(sc.initiator_name, sizeof(sc.initiator_name));
+	if (gw_life.st) /* every worker logs in with the same ISID: a restart reinstates the session */
+		memcpy(sc.isid, gw_life.st->isid, sizeof(sc.isid));
 	iscsi_neg_config_default(&sc.neg);
 	if (gw_settings_digests(&sc.neg, &m->url, o))
 		return -1;
@@ -422,6 +441,15 @@ static int mount_files(struct mount *m)
 		fprintf(stderr, "iserfuse: %s\n", m->err);
 		return -1;
 	}
+	if (gw_life.n) { /* a restart: the inodes must name the same devices as before */
+		char why[400];
+		if (gw_life_luns_check(g, why, sizeof(why))) {
+			log_err("the target's LUNs are not the mount's any more (%s): the mount ends", why);
+			m->give_up = true;
+			return -1;
+		}
+	}
+	gw_life_luns_save(g);
 	g->transport = g->iser ? iscsi_iser_transport.name : iscsi_tcp_transport.name;
 	if (gw_byid_build(g)) {
 		fprintf(stderr, "iserfuse: out of memory\n");
@@ -438,24 +466,65 @@ static int mount_files(struct mount *m)
 
 /*
  * FUSE over io_uring (fuse_uring.c) on the session just mounted, before
- * the loop reads the INIT request: -o io_uring=off leaves libfuse's
- * /dev/fuse I/O as it is.  Returns 0, or -1 after printing one line
- * (io_uring=on only).
+ * the loop reads the INIT request; with -o io_uring=off, or where the
+ * rings' custom I/O could not be installed, fuse_resume.c's (/dev/fuse as
+ * libfuse does it, the INIT request saved for a restarted worker).
+ * Returns 0, or -1 after printing one line.
  */
 static int mount_uring(struct mount *m)
 {
 	struct gw *g = &m->g;
-	if (m->umode == GW_URING_OFF) {
+	int rc = -EOPNOTSUPP;
+	if (m->umode == GW_URING_OFF)
 		log_info("FUSE requests over /dev/fuse (io_uring=off)");
-		return 0;
-	}
-	int rc = gw_fuse_uring_attach(m->se, m->umode, GW_URING_QUEUE_ENTRIES, &g->payload_copied, &g->uring);
+	else
+		rc = gw_fuse_uring_attach(m->se, m->umode, GW_URING_QUEUE_ENTRIES, &g->payload_copied, &g->uring);
 	if (rc && m->umode == GW_URING_ON) {
 		fprintf(stderr, "iserfuse: io_uring=on: %s\n", strerror(-rc));
 		return -1;
 	}
-	if (rc)
+	if (rc && m->umode != GW_URING_OFF)
 		log_warn("io_uring=auto: %s; FUSE requests go over /dev/fuse", strerror(-rc));
+	/* without the rings' custom I/O, ours: it saves the INIT request for a restarted worker */
+	if (rc && (rc = gw_resume_attach(m->se, fuse_session_fd(m->se)))) {
+		fprintf(stderr, "iserfuse: cannot install the FUSE I/O: %s\n", strerror(-rc));
+		return -1;
+	}
+	return 0;
+}
+
+/*
+ * A restarted worker takes the mount over instead of mounting: the
+ * inherited /dev/fuse descriptor with our custom I/O, the saved INIT
+ * replayed to libfuse (its reply dropped), FUSE_NOTIFY_RESEND (the
+ * requests the last worker read and did not answer come again), the
+ * rescan thread; then the supervisor hears that it serves.  Never after
+ * a worker that served over io_uring (the supervisor ends the mount
+ * then): requests go over /dev/fuse.  Returns 0, or -1 after one line.
+ */
+static int mount_resume(struct mount *m)
+{
+	gw_stop_signals_install(m->se);
+	int rc = gw_resume_attach(m->se, gw_life.dev_fd);
+	if (rc) {
+		log_err("cannot take the FUSE connection over: %s", strerror(-rc));
+		return -1;
+	}
+	gw_life.dev_fd = -1; /* the session's now */
+	if ((rc = gw_resume_replay(m->se))) {
+		log_err("cannot take the FUSE connection over: the saved INIT request was refused (%s)", strerror(-rc));
+		return -1;
+	}
+	if ((rc = gw_resume_resend(fuse_session_fd(m->se))))
+		log_err("FUSE_NOTIFY_RESEND failed (%s): requests the last worker read stay unanswered", strerror(-rc));
+	int rsrc = gw_rescan_start(&m->g, (unsigned)gw_settings_num(&m->o, GW_OPT_RESCAN_INTERVAL));
+	if (rsrc)
+		log_warn("cannot start the rescan thread (%s): sizes and LUNs stay as mounted", strerror(-rsrc));
+	alarm(0); /* the start-up watchdog: serving now */
+	signal(SIGALRM, SIG_DFL);
+	m->watch.live = true;
+	m->watch.given_up = true;
+	gw_life_tell('S', -1);
 	return 0;
 }
 
@@ -466,6 +535,8 @@ static int mount_uring(struct mount *m)
  */
 static int mount_kernel(struct mount *m)
 {
+	if (gw_life.n)
+		return mount_resume(m);
 	gw_stop_signals_install(m->se);
 	if (m->umode == GW_URING_ON) {
 		/* -o io_uring=on fails here, before the mount, where the kernel will not offer the rings */
@@ -479,6 +550,14 @@ static int mount_kernel(struct mount *m)
 		fprintf(stderr, "iserfuse: cannot mount on %s\n", m->cmd.mountpoint);
 		return -1;
 	}
+	/* before the INIT is read nothing is in flight: a resend moves nothing, it only asks the kernel */
+	int rrc = gw_resume_resend(fuse_session_fd(m->se));
+	if (rrc) {
+		log_warn("this kernel cannot resend FUSE requests (FUSE_NOTIFY_RESEND, Linux 6.9+: %s): "
+			 "a worker that dies ends the mount", strerror(-rrc));
+		atomic_store(&gw_life.st->no_resend, true);
+	}
+	gw_life_tell('M', fuse_session_fd(m->se)); /* the supervisor keeps the connection from now on */
 	if (mount_uring(m)) {
 		fuse_session_unmount(m->se);
 		return -1;
@@ -528,25 +607,86 @@ static void mount_free(struct mount *m)
 	fuse_opt_free_args(&m->args);
 }
 
+/*
+ * The supervisor (life/supervisor.c) in place of the steps after the
+ * fork: the workers get argv as it was before the credentials were
+ * scrubbed (orig) and the credentials of the environment (env).  Returns
+ * the exit status.
+ */
+static int mount_supervise(struct mount *m, int argc, char **orig, char **env)
+{
+	if (!m->cmd.foreground && gw_daemon_fork(&m->ready_fd))
+		return 1;
+	struct gw_sup_config c = {
+		.argc = argc, .argv = orig, .mnt = m->cmd.mountpoint, .foreground = m->cmd.foreground,
+		.ready_fd = m->ready_fd, .env = env,
+	};
+	m->ready_fd = -1;
+	return gw_supervise(&c);
+}
+
+/* stderr to /dev/null; returns the descriptor for stderr_restore (-1 if none). */
+static int stderr_quiet(void)
+{
+	int saved = dup(2), nul = open("/dev/null", O_WRONLY | O_CLOEXEC);
+	if (saved >= 0 && nul >= 0)
+		dup2(nul, 2);
+	if (nul >= 0)
+		close(nul);
+	return saved;
+}
+
+static void stderr_restore(int saved)
+{
+	if (saved < 0)
+		return;
+	dup2(saved, 2);
+	close(saved);
+}
+
+/* A copy of argv (NULL-terminated), or NULL. */
+static char **argv_copy(int argc, char **argv)
+{
+	char **c = calloc((size_t)argc + 1, sizeof(*c));
+	for (int i = 0; c && i < argc; i++)
+		if (!(c[i] = strdup(argv[i])))
+			return NULL;
+	return c;
+}
+
 int main(int argc, char **argv)
 {
 	/* static: the detached watcher may still look at m.watch while the process exits */
 	static struct mount m = {.g = {.files_lock = PTHREAD_MUTEX_INITIALIZER}, .ready_fd = -1};
 	int rc = 1;
 
+	if (argc == 3 && !strcmp(argv[1], "--restart"))
+		return gw_restart_request(argv[2]);
+	if (gw_life_from_argv(&argc, argv))
+		return 1;
+	char **orig = gw_life.worker ? NULL : argv_copy(argc, argv); /* before the scrub: the workers' */
+	char **env = gw_life.worker ? NULL : gw_sup_env_save();     /* before the credentials leave it */
 	m.args = (struct fuse_args)FUSE_ARGS_INIT(argc, argv);
 	gw_live_watch_init(&m.watch);
 	signal(SIGPIPE, SIG_IGN); /* a closed connection is an error return, not a signal */
 	gw_fuselog_route();       /* libfuse's messages prefixed, to the log's destination */
+	/* a worker repeats the supervisor's checks, which printed their warnings already */
+	int loud = gw_life.worker ? stderr_quiet() : -1;
 	int done = mount_settings(&m, argc, argv);
+	if (done < 0 && (mount_check(&m) || mount_fuse_session(&m)))
+		done = 1;
+	stderr_restore(loud);
 	if (done >= 0) {
+		if (done && gw_life.worker)
+			fprintf(stderr, "iserfuse: worker: the options no longer load (the configuration file changed?)\n");
 		rc = done;
 		goto out;
 	}
-	if (mount_check(&m) || mount_fuse_session(&m))
+	if (!gw_life.worker) {
+		rc = orig ? mount_supervise(&m, argc, orig, env) : 1;
 		goto out;
-	if (!m.cmd.foreground && gw_daemon_fork(&m.ready_fd))
-		goto out;
+	}
+	m.ready_fd = gw_life.ready_fd;
 	gw_startup_watchdog_arm((unsigned)gw_settings_num(&m.o, GW_OPT_LOGIN_TIMEOUT));
 	int crc = mount_connect(&m);
 	if (crc == -1)
@@ -555,9 +695,12 @@ int main(int argc, char **argv)
 		goto out_session;
 
 	int lrc = mount_serve(&m);
+	bool handover = gw_stop_handover();
+	if (!handover)
+		gw_life_tell('Q', -1); /* stopping for good: the supervisor starts no other worker */
 	gw_fuse_uring_quiesce(m.g.uring);
 	bool never_live = gw_live_watch_end(&m.watch);
-	int unsynced = gw_stop(&m.g, m.se, &m.sync);
+	int unsynced = gw_stop(&m.g, m.se, handover ? NULL : m.cmd.mountpoint, gw_life.n > 0, &m.sync);
 	rc = lrc < 0 || unsynced || never_live || gw_fuse_uring_failed(m.g.uring) ? 1 : 0;
 out_session:
 	gw_stop_close(&m.g, m.iser, m.sync);
@@ -566,5 +709,5 @@ out_session:
 	m.g.uring = NULL;
 out:
 	mount_free(&m);
-	return rc;
+	return m.give_up ? GW_WORKER_EXIT_GIVE_UP : rc;
 }

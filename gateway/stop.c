@@ -6,6 +6,8 @@
 #include <signal.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mount.h>
+#include <sys/wait.h>
 #include <systemd/sd-daemon.h>
 #include <time.h>
 #include <unistd.h>
@@ -38,6 +40,17 @@ static struct fuse_session *stop_session;
  */
 #define STOP_WAIT_MAX_MS 30000
 static volatile sig_atomic_t stop_signals;
+static volatile sig_atomic_t handover; /* SIGUSR1: a new worker takes over (supervisor.h) */
+
+static void restart_signal(int sig)
+{
+	(void)sig;
+	if (stop_signals)
+		return; /* stopping already: the stop wins */
+	handover = 1;
+	if (stop_session)
+		fuse_session_exit(stop_session);
+}
 
 static void stop_signal(int sig)
 {
@@ -61,6 +74,35 @@ void gw_stop_signals_install(struct fuse_session *se)
 	sigaction(SIGTERM, &sa, NULL);
 	sigaction(SIGINT, &sa, NULL);
 	sigaction(SIGHUP, &sa, NULL);
+	struct sigaction ra = {.sa_handler = restart_signal};
+	sigemptyset(&ra.sa_mask);
+	sigaction(SIGUSR1, &ra, NULL);
+}
+
+bool gw_stop_handover(void)
+{
+	return handover && !stop_signals;
+}
+
+/*
+ * Detach the mount on mnt: what fuse_session_unmount does for the session
+ * that mounted (umount2 MNT_DETACH as root, else fusermount3 -u -z), for a
+ * worker that took the mount over (its session did not mount).
+ */
+static void unmount_taken_over(const char *mnt)
+{
+	if (geteuid() == 0) {
+		if (umount2(mnt, MNT_DETACH) && errno != EINVAL && errno != ENOENT)
+			log_warn("cannot unmount %s: %s", mnt, strerror(errno));
+		return;
+	}
+	pid_t pid = fork();
+	if (pid == 0) {
+		execlp("fusermount3", "fusermount3", "-u", "-q", "-z", "--", mnt, (char *)NULL);
+		_exit(127);
+	}
+	if (pid > 0)
+		waitpid(pid, NULL, 0);
 }
 
 /* ---- SYNCHRONIZE CACHE of every LUN ---- */
@@ -190,9 +232,10 @@ static void log_counters(struct gw *g)
 		 buf_pool_nslices(g->pool));
 }
 
-int gw_stop(struct gw *g, struct fuse_session *se, struct gw_sync_batch **batch)
+int gw_stop(struct gw *g, struct fuse_session *se, const char *mnt, bool taken_over, struct gw_sync_batch **batch)
 {
-	sd_notify(0, "STOPPING=1");
+	if (mnt)
+		sd_notify(0, "STOPPING=1");
 	stop_signals = stop_signals ? stop_signals : 1; /* from now on the next stop signal ends the daemon */
 	/*
 	 * Everything below ends within the stop grace, counted from the
@@ -223,7 +266,11 @@ int gw_stop(struct gw *g, struct fuse_session *se, struct gw_sync_batch **batch)
 	 * of printing "fuse: writing device: Bad file descriptor".
 	 */
 	fuse_session_exit(se);
-	fuse_session_unmount(se);
+	if (mnt && taken_over)
+		unmount_taken_over(mnt);
+	else if (mnt)
+		fuse_session_unmount(se);
+	/* a handover leaves the mount: the requests not read yet wait for the next worker */
 	*batch = sync_batch_new(gw_nluns(g));
 	int unsynced = 0;
 	if (*batch)

@@ -19,6 +19,7 @@ struct iser_ctx;
  * gw_stop began), ends it at once with exit status 2 (writes the target
  * acknowledged may still be only in its cache).  Only the main thread
  * takes these signals: the threads started block them (initiator/util/thread.h).
+ * SIGUSR1 ends the loop too, for a handover (gw_stop_handover).
  */
 void gw_stop_signals_install(struct fuse_session *se);
 
@@ -37,9 +38,20 @@ struct gw_sync_batch;
  * the retry and session counters.  *batch gets what the
  * SYNCHRONIZE CACHE completions still use (NULL if none): pass it to
  * gw_stop_close.  Returns the number of LUNs whose SYNCHRONIZE CACHE
- * failed or went unanswered.
+ * failed or went unanswered.  mnt: the mount point to unmount (NULL: a
+ * handover, no unmount); taken_over: se did not mount it (a restarted
+ * worker, supervisor.h): detached with umount2 MNT_DETACH (fusermount3
+ * -u -z when not root) instead of fuse_session_unmount.
  */
-int gw_stop(struct gw *g, struct fuse_session *se, struct gw_sync_batch **batch);
+int gw_stop(struct gw *g, struct fuse_session *se, const char *mnt, bool taken_over, struct gw_sync_batch **batch);
+
+/*
+ * Whether the loop ended for a handover: SIGUSR1 (the supervisor's, for
+ * `iserfuse --restart`) and no stop signal.  gw_stop then gets mnt NULL:
+ * everything as for a stop but the unmount and STOPPING=1; the next
+ * worker reads the requests left in the queue.
+ */
+bool gw_stop_handover(void);
 
 /*
  * Close what the start-up opened, in order: detach the retry queue from

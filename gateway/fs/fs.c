@@ -212,10 +212,10 @@ static void gw_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 			fuse_reply_err(req, ENOMEM);
 			return;
 		}
-		fi->fh = (uint64_t)(uintptr_t)f;
+		fi->fh = gw_fh_make(f);
 	}
 	if (fuse_reply_open(req, fi) == -ENOENT && g->cache)
-		gw_file_free(g, (struct gw_file *)(uintptr_t)fi->fh); /* interrupted: no release will come */
+		gw_file_free(g, gw_fh_ptr(fi->fh)); /* interrupted: no release will come */
 }
 
 struct gw_file *gw_file_new(struct gw *g, bool direct)
@@ -270,7 +270,7 @@ static void gw_release(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi
 	}
 	struct gw *g = gw_of(req);
 	struct gw_lun *l = gw_lun_by_ino(g, ino);
-	gw_file_free(g, (struct gw_file *)(uintptr_t)fi->fh);
+	gw_file_free(g, gw_fh_ptr(fi->fh)); /* NULL: opened by an earlier worker */
 	/* Write-back: the last close writes the dirty blocks back. */
 	if (l && g->writeback && (fi->flags & O_ACCMODE) != O_RDONLY && route_cache_flush(l, release_done, req))
 		return;

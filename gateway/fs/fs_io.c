@@ -57,8 +57,22 @@ const struct route_sink gw_io_sink = {
 	.truncate_done = gw_truncate_reply,
 };
 
-/* The open file's struct gw_file (NULL without the block cache). */
-static struct gw_file *file_of(const struct fuse_file_info *fi) { return (struct gw_file *)(uintptr_t)fi->fh; }
+/*
+ * For a write: the open file's struct gw_file (NULL without the block
+ * cache).  One opened by an earlier worker (supervisor.h) has none here;
+ * if it was opened O_DIRECT (the kernel passes the file's flags with each
+ * request) its writes still bypass the cache, through direct_tmp (used
+ * only during route_write_submit).
+ */
+static struct gw_file *file_of(const struct fuse_file_info *fi, struct gw_file *direct_tmp)
+{
+	struct gw_file *f = gw_fh_ptr(fi->fh);
+	if (!f && fi->fh && (fi->flags & O_DIRECT)) {
+		*direct_tmp = (struct gw_file){.direct = true};
+		f = direct_tmp;
+	}
+	return f;
+}
 
 /* ---- the handlers ---- */
 
@@ -74,7 +88,8 @@ void gw_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off, struct fuse
 		fuse_reply_err(req, EBADF);
 		return;
 	}
-	int err = route_read(l, file_of(fi), (fi->flags & O_DIRECT) != 0, off, size, g->max_io, req);
+	/* an earlier worker's file: no stream (its read goes through the cache, which is coherent) */
+	int err = route_read(l, gw_fh_ptr(fi->fh), (fi->flags & O_DIRECT) != 0, off, size, g->max_io, req);
 	if (err)
 		fuse_reply_err(req, err);
 }
@@ -97,6 +112,7 @@ void gw_write_buf(fuse_req_t req, fuse_ino_t ino, struct fuse_bufvec *bufv, off_
 		fuse_reply_err(req, EBADF);
 		return;
 	}
+	struct gw_file direct_tmp;
 	const struct fuse_buf *src = &bufv->buf[bufv->idx];
 	void *data = bufv->count == 1 && !(src->flags & FUSE_BUF_IS_FD) && !bufv->off ? src->mem : NULL;
 	void *rx = data ? gw_rx_claim(data) : NULL;
@@ -110,7 +126,7 @@ void gw_write_buf(fuse_req_t req, fuse_ino_t ino, struct fuse_bufvec *bufv, off_
 	}
 	if (in_place) {
 		gw_rx_taken(); /* before the submission: its completion returns the slice to the pool */
-		route_write_submit(l, file_of(fi), r, (uint64_t)off, len, payload, req);
+		route_write_submit(l, file_of(fi, &direct_tmp), r, (uint64_t)off, len, payload, req);
 		return;
 	}
 	struct fuse_bufvec dst = FUSE_BUFVEC_INIT(len);
@@ -125,7 +141,7 @@ void gw_write_buf(fuse_req_t req, fuse_ino_t ino, struct fuse_bufvec *bufv, off_
 	/* A payload libfuse already read into its own memory was memcpy'd here; one in a pipe was not. */
 	if (!in_pipe)
 		atomic_fetch_add_explicit(&g->payload_copied, len, memory_order_relaxed);
-	route_write_submit(l, file_of(fi), r, (uint64_t)off, len, payload, req);
+	route_write_submit(l, file_of(fi, &direct_tmp), r, (uint64_t)off, len, payload, req);
 }
 
 static void do_sync(fuse_req_t req, fuse_ino_t ino)

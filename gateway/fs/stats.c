@@ -17,6 +17,7 @@
 
 #include "gateway/fuse/fuse_uring.h"
 #include "gateway/gateway.h"
+#include "gateway/handover/lifestate.h"
 #include "gateway/life/paths.h"
 #include "gateway/life/rescan.h"
 #include "initiator/mpath/mpath.h"
@@ -187,6 +188,9 @@ int gw_stats_render(struct gw *g, char **out, size_t *len)
 	fprintf(f, "fuse_path %s\n", gw_fuse_uring_path(g->uring));
 	for (size_t i = 0; i < sizeof(rows) / sizeof(rows[0]); i++)
 		fprintf(f, "%s %llu\n", rows[i].key, (unsigned long long)*(const uint64_t *)((const char *)&n + rows[i].off));
+	const struct gw_life_state *st = gw_life.st; /* workers replaced, requests the kernel resent (supervisor.h) */
+	fprintf(f, "worker_restarts %llu\nrequests_resent %llu\n", st ? (unsigned long long)atomic_load(&st->restarts) : 0ull,
+		st ? (unsigned long long)atomic_load(&st->resent) : 0ull);
 	render_paths(g, f);
 	if (fclose(f) || !buf) {
 		free(buf);
@@ -231,7 +235,7 @@ void gw_stats_open(fuse_req_t req, struct fuse_file_info *fi)
 		return;
 	}
 	atomic_init(&sf->refs, 1); /* the open file's */
-	fi->fh = (uint64_t)(uintptr_t)sf;
+	fi->fh = gw_fh_make(sf);
 	fi->direct_io = 1; /* the size changes between snapshots: read until EOF */
 	fi->nonseekable = 1; /* no pread, so sendfile(2) falls back to read(2) rather than seeing size 0 as EOF */
 	fi->keep_cache = 0;
@@ -240,7 +244,11 @@ void gw_stats_open(fuse_req_t req, struct fuse_file_info *fi)
 
 void gw_stats_read(fuse_req_t req, size_t size, off_t off, struct fuse_file_info *fi)
 {
-	struct stats_file *sf = (struct stats_file *)(uintptr_t)fi->fh;
+	struct stats_file *sf = gw_fh_ptr(fi->fh);
+	if (!sf) { /* opened by an earlier worker: its snapshot went with it */
+		fuse_reply_err(req, EIO);
+		return;
+	}
 	if (off < 0 || (uint64_t)off >= sf->len) {
 		fuse_reply_buf(req, NULL, 0);
 		return;
@@ -254,7 +262,7 @@ void gw_stats_read(fuse_req_t req, size_t size, off_t off, struct fuse_file_info
 
 void gw_stats_release(fuse_req_t req, struct fuse_file_info *fi)
 {
-	struct stats_file *sf = (struct stats_file *)(uintptr_t)fi->fh;
+	struct stats_file *sf = gw_fh_ptr(fi->fh);
 	if (sf)
 		stats_file_put(sf);
 	fuse_reply_err(req, 0);
@@ -262,8 +270,8 @@ void gw_stats_release(fuse_req_t req, struct fuse_file_info *fi)
 
 void gw_stats_lseek(fuse_req_t req, off_t off, int whence, struct fuse_file_info *fi)
 {
-	const struct stats_file *sf = (const struct stats_file *)(uintptr_t)fi->fh;
-	if (off < 0 || (uint64_t)off >= sf->len) {
+	const struct stats_file *sf = gw_fh_ptr(fi->fh);
+	if (!sf || off < 0 || (uint64_t)off >= sf->len) {
 		fuse_reply_err(req, ENXIO);
 		return;
 	}

@@ -334,6 +334,7 @@ int gw_fuse_loop(struct fuse_session *se, unsigned max_threads)
 	sigdelset(&waitmask, SIGTERM);
 	sigdelset(&waitmask, SIGINT);
 	sigdelset(&waitmask, SIGHUP);
+	sigdelset(&waitmask, SIGUSR1);
 
 	for (unsigned i = 0; i < lp.base; i++) {
 		int rc = reader_start(&lp, false);

@@ -13,6 +13,7 @@
 #include <unistd.h>
 
 #include "initiator/util/log.h"
+#include "fuse_resume.h"
 #include "rx_layout.h"
 
 static struct buf_pool *rx_pool; /* set by gw_rx_setup before the readers start */
@@ -79,6 +80,7 @@ int gw_rx_receive(struct gw_rx *rx, struct fuse_session *se, struct fuse_buf *fb
 		log_err("short read on /dev/fuse (%zd bytes)", res);
 		return -EIO;
 	}
+	gw_resume_note(buf, (size_t)res); /* a resent request counted; the INIT request saved for a restart */
 	if (rx_observer && !atomic_load_explicit(&rx_init_passed, memory_order_relaxed)) {
 		rx_observer(rx_observer_arg, buf, (size_t)res);
 		if (((const struct fuse_in_header *)buf)->opcode == FUSE_INIT)

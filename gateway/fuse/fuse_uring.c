@@ -48,9 +48,11 @@
 #include "initiator/util/log.h"
 #include "initiator/util/thread.h"
 #include "fuse_loop.h"
+#include "fuse_resume.h"
 #include "fuse_rx.h"
 #include "fuse_uring_conv.h"
 #include "gateway/gateway.h"
+#include "gateway/handover/lifestate.h"
 
 #define ENABLE_URING_PARAM "/sys/module/fuse/parameters/enable_uring"
 /* user_data of the eventfd read (entries are pointers, never 1) */
@@ -565,8 +567,10 @@ static void note_request(void *arg, const void *buf, size_t n)
 static ssize_t io_read(int fd, void *buf, size_t len, void *userdata)
 {
 	ssize_t n = read(fd, buf, len);
-	if (n > 0)
+	if (n > 0) {
+		gw_resume_note(buf, (size_t)n);
 		note_request(uring_of(userdata), buf, (size_t)n);
+	}
 	return n;
 }
 
@@ -622,6 +626,11 @@ static ssize_t init_reply(struct gw_fuse_uring *u, int fd, struct iovec *iov, in
 		return -1;
 	}
 	atomic_store(&u->active, true);
+	if (gw_life.st && gw_life.worker) { /* the supervisor: no restart over rings (life/supervisor.h) */
+		atomic_store(&gw_life.st->uring, true);
+		log_info("FUSE over io_uring: a worker that dies ends the mount (the kernel keeps the requests on the "
+			 "rings it registered; a new worker cannot take them over)");
+	}
 	log_info("FUSE requests over io_uring: %u queues of %u entries (%zu-byte payloads), %u ring thread%s",
 		 u->nqueues, u->depth, u->payload_sz, u->nrings, u->nrings == 1 ? "" : "s");
 	return res;

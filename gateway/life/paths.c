@@ -227,13 +227,30 @@ static bool stopping(const struct gw_paths *P)
 	return poll(&p, 1, 0) > 0;
 }
 
-/* The template with host:port and slot p's hook: sc gets a copy of the credentials (the caller wipes them). */
+/*
+ * The template with host:port and slot p's hook: sc gets a copy of the
+ * credentials (the caller wipes them).  With a fixed ISID (a worker that
+ * may be restarted, supervisor.h), each path's ISID is the first
+ * session's with its qualifier changed by a hash of host, port and nth
+ * (which of the portal's sessions still to open this is): the same for the
+ * same path in the next worker, so the target reinstates it (RFC 7143
+ * §6.3.5), and another for every other path.
+ */
 static void path_config(const struct gw_paths *P, struct iscsi_session_config *sc, struct mpath_path *p,
-			const char *host, unsigned port)
+			const char *host, unsigned port, unsigned nth)
 {
+	static const uint8_t no_isid[6];
 	*sc = P->sc;
 	snprintf(sc->host, sizeof(sc->host), "%s", host);
 	sc->port = port;
+	if (memcmp(sc->isid, no_isid, sizeof(no_isid))) {
+		uint32_t h = 2166136261u; /* FNV-1a */
+		for (const char *c = host; *c; c++)
+			h = (h ^ (uint8_t)*c) * 16777619u;
+		h = ((h ^ port) * 16777619u ^ nth) * 16777619u;
+		sc->isid[3] ^= (uint8_t)h;
+		sc->isid[4] ^= (uint8_t)(h >> 8) | 1u; /* never the first session's */
+	}
 	sc->path_state_arg = p;
 	sc->verify_arg = p;
 }
@@ -242,7 +259,7 @@ static void path_config(const struct gw_paths *P, struct iscsi_session_config *s
  * Open one more session to host:port and attach it.  Returns 0 (attached
  * or refused: not to be tried again) or a negative errno (try again later).
  */
-static int open_path(struct gw *g, struct gw_paths *P, const char *host, unsigned port, unsigned fails)
+static int open_path(struct gw *g, struct gw_paths *P, const char *host, unsigned port, unsigned fails, unsigned nth)
 {
 	struct mpath_path *p = mpath_path_new(g->mp, host, port);
 	if (!p)
@@ -253,7 +270,7 @@ static int open_path(struct gw *g, struct gw_paths *P, const char *host, unsigne
 	const char *transport = iscsi_tcp_transport.name;
 	struct iscsi_session_config sc;
 	if (P->iser) { /* the first path's transport and its one registration of the pool */
-		path_config(P, &sc, p, host, port);
+		path_config(P, &sc, p, host, port, nth);
 		sc.transport = &iscsi_iser_transport;
 		sc.transport_ctx = P->iser;
 		iser_neg_config(&sc.neg);
@@ -263,7 +280,7 @@ static int open_path(struct gw *g, struct gw_paths *P, const char *host, unsigne
 			transport = iscsi_iser_transport.name;
 	}
 	if (rc && !(P->iser && P->iser_only)) {
-		path_config(P, &sc, p, host, port);
+		path_config(P, &sc, p, host, port, nth);
 		sc.transport = &iscsi_tcp_transport;
 		sc.transport_ctx = NULL;
 		rc = iscsi_session_open(&sc, &s, err, sizeof(err));
@@ -360,7 +377,7 @@ static void discover_portals(struct gw_paths *P, struct pending *w)
 static void open_due(struct gw *g, struct gw_paths *P, const char *host, unsigned port, struct pending *w)
 {
 	while (w->left && w->next_ms <= iscsi_now_ms() && !stopping(P)) {
-		if (open_path(g, P, host, port, w->fails) == 0) {
+		if (open_path(g, P, host, port, w->fails, w->left) == 0) {
 			w->left--;
 			w->fails = 0;
 			continue;

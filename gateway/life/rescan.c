@@ -29,6 +29,7 @@
 #include "initiator/util/thread.h"
 #include "gateway/gateway.h"
 #include "gateway/luns/lun_select.h"
+#include "gateway/handover/lifestate.h"
 #include "paths.h"
 #include "rescan.h"
 
@@ -241,6 +242,8 @@ static void add_luns(struct gw_rescan *r, const uint16_t *luns, size_t n, void *
 		notify_entry(g, l->name);
 		notify_inode(g, FUSE_ROOT_ID);
 	}
+	if (kept > 0)
+		gw_life_luns_save(g); /* a restarted worker gives each inode the same LUN (lifestate.h) */
 	free(infos);
 }
 

@@ -16,6 +16,7 @@
 #include "initiator/util/clock.h"
 #include "initiator/util/log.h"
 #include "initiator/util/thread.h"
+#include "gateway/handover/lifestate.h"
 #include "startup.h"
 
 /* SIGALRM before the mount is live: see gw_startup_watchdog_arm. */
@@ -110,6 +111,7 @@ static void *live_watch_run(void *arg)
 		fprintf(stderr, "iserfuse: %s\n", w->started);
 	report_ready(w->ready_fd);
 	w->ready_fd = -1;
+	gw_life_tell('S', -1); /* the supervisor: the mount serves */
 	/* Type=notify units: the mount is live (a no-op without $NOTIFY_SOCKET). */
 	sd_notifyf(0, "READY=1\nSTATUS=%s", w->started);
 	if (!w->foreground) {

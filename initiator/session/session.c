@@ -94,7 +94,11 @@ int iscsi_session_open(const struct iscsi_session_config *cfg, struct iscsi_sess
 		s->tasks[i].next = s->free_list;
 		s->free_list = &s->tasks[i];
 	}
-	iscsi_isid_random(s->isid);
+	static const uint8_t no_isid[6];
+	if (memcmp(cfg->isid, no_isid, sizeof(no_isid)))
+		memcpy(s->isid, cfg->isid, sizeof(s->isid));
+	else
+		iscsi_isid_random(s->isid);
 
 	/* CHAP credentials stay in s->cfg for logins after a connection loss; wiped at close. */
 	struct iscsi_transport *t = NULL;

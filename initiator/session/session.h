@@ -139,6 +139,13 @@ struct iscsi_session_config {
 	 */
 	int (*verify)(void *arg, struct iscsi_session *s, char *why, size_t cap);
 	void *verify_arg;
+	/*
+	 * The session's ISID (RFC 7143 §11.12.5), all zero: a random one.  A
+	 * process that takes over from one that died logs in with the same
+	 * ISID (and initiator name), so that the target reinstates the old
+	 * session (§6.3.5) instead of keeping it beside the new one.
+	 */
+	uint8_t isid[6];
 };
 
 /*

@@ -12,7 +12,7 @@
 #include <signal.h>
 
 /*
- * Block SIGTERM, SIGINT and SIGHUP in the calling thread; *old gets the
+ * Block SIGTERM, SIGINT, SIGHUP and SIGUSR1 (the restart signal) in the calling thread; *old gets the
  * mask to give back to thread_quiet_end.  Every thread the caller creates
  * until then starts with them blocked (those created inside a library
  * call too, such as a session's event thread).
@@ -24,6 +24,7 @@ static inline void thread_quiet_begin(sigset_t *old)
 	sigaddset(&set, SIGTERM);
 	sigaddset(&set, SIGINT);
 	sigaddset(&set, SIGHUP);
+	sigaddset(&set, SIGUSR1); /* the gateway's restart signal, like the stop signals */
 	pthread_sigmask(SIG_BLOCK, &set, old);
 }
 

@@ -9,7 +9,9 @@
 #   force_unmount DIR          if DIR is mounted: fusermount3 -u, else -uz,
 #                              else umount -l, quietly; never fails
 #   daemon_pids DIR            PIDs of $iserfuse processes with DIR on their
-#                              command line (not a timeout(1) around one)
+#                              command line (not a timeout(1) around one),
+#                              the supervisors only: a worker (--worker on
+#                              its command line) ends with its supervisor
 #   kill_daemons DIR [SECS]    SIGTERM each of them, SIGKILL after SECS
 #                              (default 5)
 #   wait_lun DIR TENTHS [PID]  until DIR/lun1 exists: 0; 1 after TENTHS
@@ -40,12 +42,15 @@ force_unmount() {
 }
 
 daemon_pids() {
-	local p exe want
+	local p exe want cmd
 	# shellcheck disable=SC2154 # set by the script
 	want=$(readlink -f "$iserfuse")
 	for p in $(pgrep -f -- "$1" || true); do
 		exe=$(readlink "/proc/$p/exe" 2>/dev/null) || continue
-		[[ $exe == "$want" ]] && echo "$p"
+		[[ $exe == "$want" ]] || continue
+		cmd=$(tr '\0' ' ' <"/proc/$p/cmdline" 2>/dev/null) || continue
+		[[ " $cmd" == *" --worker "* ]] && continue
+		echo "$p"
 	done
 	return 0
 }
