@@ -644,13 +644,15 @@ static void stderr_restore(int saved)
 	close(saved);
 }
 
-/* A copy of argv (NULL-terminated), or NULL. */
+/* A copy of argv (NULL-terminated; the caller frees it with gw_sup_strv_free), or NULL. */
 static char **argv_copy(int argc, char **argv)
 {
 	char **c = calloc((size_t)argc + 1, sizeof(*c));
 	for (int i = 0; c && i < argc; i++)
-		if (!(c[i] = strdup(argv[i])))
+		if (!(c[i] = strdup(argv[i]))) {
+			gw_sup_strv_free(c);
 			return NULL;
+		}
 	return c;
 }
 
@@ -708,6 +710,8 @@ out_session:
 	gw_fuse_uring_end(m.g.uring);
 	m.g.uring = NULL;
 out:
+	gw_sup_strv_free(orig);
+	gw_sup_strv_free(env);
 	mount_free(&m);
 	return m.give_up ? GW_WORKER_EXIT_GIVE_UP : rc;
 }

@@ -492,9 +492,22 @@ char **gw_sup_env_save(void)
 	char **out = calloc(n + 1, sizeof(*out));
 	size_t k = 0;
 	for (char **e = environ; out && e && *e; e++)
-		if (!strncmp(*e, prefix, sizeof(prefix) - 1) && !(out[k++] = strdup(*e)))
+		if (!strncmp(*e, prefix, sizeof(prefix) - 1) && !(out[k++] = strdup(*e))) {
+			gw_sup_strv_free(out);
 			return NULL;
+		}
 	return out;
+}
+
+void gw_sup_strv_free(char **v)
+{
+	if (!v)
+		return;
+	for (char **p = v; *p; p++) {
+		explicit_bzero(*p, strlen(*p)); /* credentials may be among them */
+		free(*p);
+	}
+	free(v);
 }
 
 int gw_supervise(const struct gw_sup_config *c)

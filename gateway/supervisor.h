@@ -55,6 +55,9 @@ struct gw_sup_config {
  */
 char **gw_sup_env_save(void);
 
+/* Free a NULL-terminated string vector (argv or gw_sup_env_save's), each string wiped first; NULL is a no-op. */
+void gw_sup_strv_free(char **v);
+
 /*
  * Supervise: run workers until the mount ends.  Returns the exit status:
  * the last worker's when it stopped by itself (or failed before the

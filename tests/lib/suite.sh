@@ -27,12 +27,13 @@
 #                             that, sanitizer_check: a report fails the
 #                             script (exit 1).  The exit status is the
 #                             script's.
-#   sanitizer_logs DIR        ASAN_OPTIONS and UBSAN_OPTIONS (exported,
+#   sanitizer_logs DIR        ASAN_OPTIONS, UBSAN_OPTIONS and LSAN_OPTIONS (exported,
 #                             appended to what is set) send every report of
 #                             a sanitizer build, from any process the
 #                             script starts (a daemon whose stderr is
 #                             /dev/null included), with its stack trace,
-#                             to DIR/sanitizer/asan.PID and ubsan.PID (any user may write there);
+#                             to DIR/sanitizer/asan.PID and ubsan.PID (any user may write there;
+#                             leaks not ours suppressed, lsan.supp);
 #                             suite_scratch calls it with $work
 #   sanitizer_check           once the processes started with these
 #                             options have exited (at most 20 s): "not ok"
@@ -130,6 +131,8 @@ sanitizer_logs() {
 	chmod o+x "$1"
 	export ASAN_OPTIONS="${ASAN_OPTIONS:+$ASAN_OPTIONS:}log_path=$_sanitizer_dir/asan:print_stacktrace=1"
 	export UBSAN_OPTIONS="${UBSAN_OPTIONS:+$UBSAN_OPTIONS:}log_path=$_sanitizer_dir/ubsan:print_stacktrace=1"
+	# leaks that are not ours, each with its reason (tests/lib/lsan.supp)
+	export LSAN_OPTIONS="${LSAN_OPTIONS:+$LSAN_OPTIONS:}suppressions=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)/lsan.supp:print_suppressions=0"
 	# UBSan beside ASan ignores its log_path unless tests/lib/ubsan_log.c is
 	# preloaded (meson's test set-up names it in a sanitizer build); ASan
 	# then must accept a library before its own
