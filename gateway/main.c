@@ -76,6 +76,7 @@ struct mount {
 	int ready_fd;                   /* the parent's pipe until the watcher has it; -1 in the foreground */
 	char err[512];
 	bool give_up;                   /* a restarted worker found other LUNs: GW_WORKER_EXIT_GIVE_UP */
+	bool no_target;                 /* the login failed: a restarted worker exits GW_WORKER_EXIT_NO_TARGET */
 };
 
 /* The start-up's LUN selection: probes on the session, reasons logged (or, for the URL's one LUN, fatal). */
@@ -416,6 +417,7 @@ static int mount_connect(struct mount *m)
 	iscsi_chap_creds_wipe(&sc.chap);
 	gw_paths_first(g, src, g->iser ? iscsi_iser_transport.name : iscsi_tcp_transport.name);
 	if (src) {
+		m->no_target = true;
 		fprintf(stderr, "iserfuse: %s\n", m->err);
 		buf_pool_destroy(g->pool);
 		g->pool = NULL;
@@ -620,6 +622,7 @@ static int mount_supervise(struct mount *m, int argc, char **orig, char **env)
 	struct gw_sup_config c = {
 		.argc = argc, .argv = orig, .mnt = m->cmd.mountpoint, .foreground = m->cmd.foreground,
 		.ready_fd = m->ready_fd, .env = env,
+		.replacement_timeout_ms = (int)gw_settings_num(&m->o, GW_OPT_REPLACEMENT_TIMEOUT) * 1000,
 	};
 	m->ready_fd = -1;
 	return gw_supervise(&c);
@@ -691,12 +694,21 @@ int main(int argc, char **argv)
 	m.ready_fd = gw_life.ready_fd;
 	gw_startup_watchdog_arm((unsigned)gw_settings_num(&m.o, GW_OPT_LOGIN_TIMEOUT));
 	int crc = mount_connect(&m);
-	if (crc == -1)
+	if (crc == -1) {
+		if (m.no_target && gw_life.n > 0)
+			rc = GW_WORKER_EXIT_NO_TARGET; /* the supervisor starts another within replacement_timeout */
 		goto out;
+	}
 	if (crc || mount_files(&m) || mount_kernel(&m))
 		goto out_session;
 
-	int lrc = mount_serve(&m);
+	int lrc;
+	while ((lrc = mount_serve(&m)) >= 0 && gw_stop_handover() && !gw_sess_up(&m.g)) {
+		/* a new worker could not log in, and the old one's stop would fail what waits for the target */
+		gw_stop_handover_refused();
+		gw_life_tell('R', -1);
+		fuse_session_reset(m.se);
+	}
 	bool handover = gw_stop_handover();
 	if (!handover)
 		gw_life_tell('Q', -1); /* stopping for good: the supervisor starts no other worker */

@@ -52,15 +52,28 @@ static void restart_signal(int sig)
 		fuse_session_exit(stop_session);
 }
 
+/*
+ * A stop signal within this long of the first is the same stop (ms): one
+ * sent to every process (pkill, a shutdown) reaches the worker twice, once
+ * directly and once handed on by the supervisor.
+ */
+#define STOP_SIGNAL_SAME_MS 500
+
 static void stop_signal(int sig)
 {
 	static const char msg[] = "iserfuse: stopped by a second signal before the I/O was drained\n";
+	static struct timespec first;
 	(void)sig;
+	struct timespec now;
+	clock_gettime(CLOCK_MONOTONIC, &now); /* async-signal-safe */
 	if (stop_signals++ == 0) {
+		first = now;
 		if (stop_session)
 			fuse_session_exit(stop_session);
 		return;
 	}
+	if ((now.tv_sec - first.tv_sec) * 1000 + (now.tv_nsec - first.tv_nsec) / 1000000 < STOP_SIGNAL_SAME_MS)
+		return;
 	if (write(2, msg, sizeof(msg) - 1) < 0)
 		_exit(2);
 	_exit(2);
@@ -82,6 +95,11 @@ void gw_stop_signals_install(struct fuse_session *se)
 bool gw_stop_handover(void)
 {
 	return handover && !stop_signals;
+}
+
+void gw_stop_handover_refused(void)
+{
+	handover = 0;
 }
 
 /*

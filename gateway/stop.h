@@ -53,6 +53,9 @@ int gw_stop(struct gw *g, struct fuse_session *se, const char *mnt, bool taken_o
  */
 bool gw_stop_handover(void);
 
+/* The handover asked for is refused (the worker serves on): gw_stop_handover is false again. */
+void gw_stop_handover_refused(void);
+
 /*
  * Close what the start-up opened, in order: detach the retry queue from
  * every LUN and destroy it (firing what is parked while the session still

@@ -21,6 +21,7 @@
 #include <sys/prctl.h>
 #include <sys/signalfd.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
 #include <sys/sysmacros.h>
 #include <sys/un.h>
 #include <sys/wait.h>
@@ -60,6 +61,10 @@ struct sup {
 	int64_t down_ms;
 	int64_t deaths[GW_SUP_LOOP_DEATHS];
 	unsigned ndeaths;
+	bool trying_new;              /* the worker runs the binary on disk after a restart asked for */
+	bool self_exe;                /* the next worker runs the supervisor's own binary (the new one failed) */
+	int64_t start_at_ms;          /* a worker is due (the target unreachable: back-off), 0 if none */
+	int retry_ms;                 /* that back-off */
 };
 
 /* ---- the mount ---- */
@@ -79,8 +84,12 @@ static void unescape(char *s)
 	*o = '\0';
 }
 
-/* The device of the topmost fuse.iserfuse mount on path (absolute), in *dev.  Returns 0 or -ENOENT. */
-static int mount_find(const char *path, dev_t *dev)
+/*
+ * The device of the topmost fuse.iserfuse mount on path (absolute), in
+ * *dev, and its owner (the user_id= the kernel shows) in *owner when not
+ * NULL.  Returns 0 or -ENOENT.
+ */
+static int mount_find(const char *path, dev_t *dev, uid_t *owner)
 {
 	FILE *f = fopen("/proc/self/mountinfo", "re");
 	if (!f)
@@ -98,6 +107,9 @@ static int mount_find(const char *path, dev_t *dev)
 		unescape(mp);
 		if (!strcmp(mp, path) && !strcmp(type, "fuse.iserfuse")) {
 			*dev = makedev(maj, min);
+			const char *u = strstr(sep, "user_id=");
+			if (owner)
+				*owner = u ? (uid_t)strtoul(u + 8, NULL, 10) : 0;
 			rc = 0;
 		}
 	}
@@ -234,8 +246,9 @@ static int worker_start(struct sup *s)
 			putenv(*e); /* the credentials the first process took out of its environment */
 		signal(SIGPIPE, SIG_DFL);
 		sigprocmask(SIG_SETMASK, &s->oldmask, NULL);
-		execv(s->exe, argv);
-		execv("/proc/self/exe", argv);
+		if (!s->self_exe)
+			execv(s->exe, argv);
+		execv("/proc/self/exe", argv); /* the binary this supervisor runs, which served */
 		_exit(127);
 	}
 	int err = errno;
@@ -280,7 +293,7 @@ static void worker_says(struct sup *s)
 		if (fd >= 0 && s->dev_fd < 0) {
 			s->dev_fd = fd;
 			fd = -1;
-			if (mount_find(s->mnt, &s->dev) == 0) {
+			if (mount_find(s->mnt, &s->dev, NULL) == 0) {
 				struct sockaddr_un a;
 				socklen_t len;
 				sock_name(s->dev, &a, &len);
@@ -295,6 +308,8 @@ static void worker_says(struct sup *s)
 		break;
 	case 'S':
 		s->serving = true;
+		s->retry_ms = 0;
+		s->trying_new = false;
 		s->served_at_ms = clk_now_ms();
 		if (s->n == 0 && !s->c->foreground) {
 			/* as the first worker did: the supervisor leaves the terminal too */
@@ -318,6 +333,11 @@ static void worker_says(struct sup *s)
 	case 'Q':
 		s->final = true;
 		break;
+	case 'R': /* the worker refused the handover: no path to the target is up, a new one could not log in */
+		s->restarting = false;
+		log_warn("restart refused: no path to the target is up now");
+		client_answer(s, "failed: no path to the target is up now: not restarted; try again once it is back\n");
+		break;
 	}
 	if (fd >= 0)
 		close(fd);
@@ -340,9 +360,23 @@ static void report_restart(struct sup *s)
 	s->report_at_ms = 0;
 }
 
+/* Start the next worker.  Returns -1 (going on) or 1 (the mount removed, one line). */
+static int next_worker(struct sup *s)
+{
+	s->start_at_ms = 0;
+	s->n++;
+	atomic_fetch_add(&s->st->restarts, 1);
+	if (worker_start(s)) {
+		mount_end(s);
+		client_answer(s, "failed: cannot start a worker\n");
+		return 1;
+	}
+	return -1;
+}
+
 /*
  * The worker ended with status.  Returns -1 to go on (a new worker
- * started), else the supervisor's exit status.
+ * started, or due at start_at_ms), else the supervisor's exit status.
  */
 static int worker_ended(struct sup *s, int status)
 {
@@ -392,8 +426,38 @@ static int worker_ended(struct sup *s, int status)
 		return 1;
 	}
 	int64_t now = clk_now_ms();
+	bool new_failed = s->trying_new && !s->serving;
+	s->trying_new = false;
+	if (new_failed) {
+		/* an upgrade that does not serve: the mount goes on with the binary that did */
+		log_err("the binary on disk (%s) did not serve (%s): going on with the one the mount runs", s->exe, s->why);
+		client_answer(s, "failed: the binary on disk did not serve; the mount goes on with the running one\n");
+		s->self_exe = true;
+	}
+	if (WIFEXITED(status) && WEXITSTATUS(status) == GW_WORKER_EXIT_NO_TARGET && !new_failed) {
+		/* the target unreachable: like a session outage, the requests wait up to replacement_timeout */
+		if (!s->down_since_ms || s->serving)
+			s->down_since_ms = now;
+		if (now - s->down_since_ms >= s->c->replacement_timeout_ms) {
+			log_err("no worker could log in for %lld ms (replacement_timeout): the mount on %s is removed",
+				(long long)(now - s->down_since_ms), s->mnt);
+			mount_end(s);
+			client_answer(s, "failed: the target stayed unreachable\n");
+			return 1;
+		}
+		s->retry_ms = s->retry_ms ? s->retry_ms * 2 : 500;
+		if (s->retry_ms > 10000)
+			s->retry_ms = 10000;
+		s->start_at_ms = now + s->retry_ms;
+		if (s->start_at_ms > s->down_since_ms + s->c->replacement_timeout_ms)
+			s->start_at_ms = s->down_since_ms + s->c->replacement_timeout_ms; /* one last try at the end */
+		s->serving = false;
+		return -1;
+	}
 	if (s->restarting && clean) {
 		snprintf(s->why, sizeof(s->why), "restart asked for");
+	} else if (new_failed) {
+		/* not a crash of the running binary: not counted toward a crash loop */
 	} else if (!s->serving || now - s->served_at_ms < GW_SUP_STABLE_MS) {
 		/* a crash loop: deaths at the start (or soon after), not those of a worker that served a while */
 		s->deaths[s->ndeaths++ % GW_SUP_LOOP_DEATHS] = now;
@@ -406,18 +470,12 @@ static int worker_ended(struct sup *s, int status)
 			return 1;
 		}
 	}
+	s->trying_new = s->restarting && clean;
 	s->restarting = false;
 	if (!s->down_since_ms || s->serving)
 		s->down_since_ms = now;
 	s->resent_before = atomic_load(&s->st->resent);
-	s->n++;
-	atomic_fetch_add(&s->st->restarts, 1);
-	if (worker_start(s)) {
-		mount_end(s);
-		client_answer(s, "failed: cannot start a worker\n");
-		return 1;
-	}
-	return -1;
+	return next_worker(s);
 }
 
 static void restart_ask(struct sup *s)
@@ -426,7 +484,21 @@ static void restart_ask(struct sup *s)
 		client_answer(s, "failed: no worker serving now (a restart or a stop under way)\n");
 		return;
 	}
+	if (atomic_load(&s->st->uring)) {
+		log_warn("restart refused: the mount serves over FUSE io_uring, whose rings a new worker cannot take over");
+		client_answer(s, "failed: the mount serves over FUSE io_uring, whose rings a new worker cannot take "
+				 "over: not restarted\n");
+		return;
+	}
+	if (access(s->exe, X_OK)) {
+		char line[PATH_MAX + 80];
+		snprintf(line, sizeof(line), "failed: %s: %s: not restarted\n", s->exe, strerror(errno));
+		log_warn("restart refused: %s: %s", s->exe, strerror(errno));
+		client_answer(s, line);
+		return;
+	}
 	s->restarting = true;
+	s->self_exe = false; /* the binary on disk, once more */
 	kill(s->pid, SIGUSR1);
 }
 
@@ -435,6 +507,16 @@ static void accept_client(struct sup *s)
 	int fd = accept4(s->lsock, NULL, NULL, SOCK_CLOEXEC);
 	if (fd < 0)
 		return;
+	struct ucred cr;
+	socklen_t crlen = sizeof(cr);
+	if (getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cr, &crlen) || (cr.uid != 0 && cr.uid != getuid())) {
+		/* only root and the mount's owner may replace its worker */
+		static const char no[] = "failed: permission denied (root or the mount's owner only)\n";
+		if (write(fd, no, sizeof(no) - 1) < 0)
+			log_debug("--restart: %s", strerror(errno));
+		close(fd);
+		return;
+	}
 	if (s->client >= 0) {
 		if (write(fd, "failed: a restart is under way\n", 31) < 0)
 			log_debug("--restart: %s", strerror(errno));
@@ -546,8 +628,11 @@ int gw_supervise(const struct gw_sup_config *c)
 				      {.fd = s.ctl, .events = POLLIN},
 				      {.fd = s.lsock, .events = POLLIN}};
 		int timeout = -1;
-		if (s.report_at_ms) {
-			int64_t left = s.report_at_ms - clk_now_ms();
+		int64_t due = s.report_at_ms;
+		if (s.start_at_ms && (!due || s.start_at_ms < due))
+			due = s.start_at_ms;
+		if (due) {
+			int64_t left = due - clk_now_ms();
 			timeout = left > 0 ? (int)left : 0;
 		}
 		int n = poll(p, 3, timeout);
@@ -555,6 +640,10 @@ int gw_supervise(const struct gw_sup_config *c)
 			break;
 		if (s.report_at_ms && clk_now_ms() >= s.report_at_ms)
 			report_restart(&s);
+		if (s.start_at_ms && !s.pid && !s.stopping && clk_now_ms() >= s.start_at_ms)
+			rc = next_worker(&s);
+		if (rc >= 0)
+			break;
 		if (n <= 0)
 			continue;
 		if (p[1].revents)
@@ -575,8 +664,14 @@ int gw_restart_request(const char *mnt)
 {
 	char path[PATH_MAX];
 	dev_t dev;
-	if (mount_path(mnt, path, sizeof(path)) || mount_find(path, &dev)) {
-		fprintf(stderr, "iserfuse: %s is not an iserfuse mount\n", mnt);
+	uid_t owner;
+	struct stat sb;
+	if (stat(mnt, &sb) && errno != ENOTCONN) {
+		fprintf(stderr, "iserfuse: --restart %s: %s\n", mnt, strerror(errno));
+		return 1;
+	}
+	if (mount_path(mnt, path, sizeof(path)) || mount_find(path, &dev, &owner)) {
+		fprintf(stderr, "iserfuse: --restart %s: not an iserfuse mount\n", mnt);
 		return 1;
 	}
 	struct sockaddr_un a;
@@ -585,6 +680,17 @@ int gw_restart_request(const char *mnt)
 	int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
 	if (fd < 0 || connect(fd, (struct sockaddr *)&a, len)) {
 		fprintf(stderr, "iserfuse: no supervisor answers for %s: %s\n", path, strerror(errno));
+		if (fd >= 0)
+			close(fd);
+		return 1;
+	}
+	/* the name is in the abstract namespace, which any user may take first: it must be the mount's */
+	struct ucred cr;
+	socklen_t crlen = sizeof(cr);
+	if (getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cr, &crlen) || (cr.uid != 0 && cr.uid != owner)) {
+		fprintf(stderr, "iserfuse: --restart %s: the process answering (pid %d, uid %u) is not the mount's "
+				"supervisor\n", path, (int)cr.pid, (unsigned)cr.uid);
+		close(fd);
 		return 1;
 	}
 	char buf[256];

@@ -46,6 +46,7 @@ struct gw_sup_config {
 	bool foreground;
 	int ready_fd;         /* the start-up parent's pipe (gw_daemon_fork), -1 in the foreground */
 	char **env;           /* gw_sup_env_save's: put back into each worker's environment */
+	int replacement_timeout_ms; /* how long a worker that cannot reach the target is started again */
 };
 
 /*

@@ -62,6 +62,8 @@ extern struct gw_life gw_life;
 #define GW_WORKER_FLAG "--worker"
 /* A restarted worker's exit status when the mount cannot go on (its LUNs are other devices): no more workers. */
 #define GW_WORKER_EXIT_GIVE_UP 3
+/* A restarted worker could not log in (the target unreachable): started again within replacement_timeout. */
+#define GW_WORKER_EXIT_NO_TARGET 4
 
 /*
  * If argv[1] is GW_WORKER_FLAG, take it and its value ("n,ctl,state,dev,
@@ -75,7 +77,8 @@ int gw_life_state_create(struct gw_life_state **out);
 
 /*
  * Worker to supervisor: one byte, with fd as SCM_RIGHTS when fd >= 0.
- * 'M' mounted (fd: /dev/fuse), 'S' serving, 'Q' stopping for good.
+ * 'M' mounted (fd: /dev/fuse), 'S' serving, 'Q' stopping for good,
+ * 'R' a handover refused (no path up).
  * No-op when not a worker.
  */
 void gw_life_tell(char what, int fd);

@@ -63,6 +63,16 @@ struct iscsi_session *gw_ctl(struct gw *g)
 	return s ? s : g->s;
 }
 
+bool gw_sess_up(struct gw *g)
+{
+	if (g->mp) {
+		struct mpath_stats st;
+		mpath_get_stats(g->mp, &st, NULL, 0);
+		return st.paths_up > 0;
+	}
+	return g->s && iscsi_session_up(g->s);
+}
+
 void gw_sess_stats(struct gw *g, struct iscsi_session_stats *out)
 {
 	if (g->mp)

@@ -54,6 +54,9 @@ void gw_paths_stop(struct gw *g);
 /* A session for probes and other commands outside the I/O path (see mpath_ctl_session). */
 struct iscsi_session *gw_ctl(struct gw *g);
 
+/* Whether a path to the target is up now (any, with multipath). */
+bool gw_sess_up(struct gw *g);
+
 /* The session functions over every path: statistics, latency, stop grace, drain, close. */
 void gw_sess_stats(struct gw *g, struct iscsi_session_stats *out);
 void gw_sess_latency(struct gw *g, uint64_t out[LAT_BUCKETS]);

@@ -61,6 +61,21 @@ for _ in $(seq 200); do
 	sleep 0.05
 done
 check "SIGUSR1 to the supervisor: a new worker" test "$(restarts_logged)" -gt "$restarts"
+# another user connecting to the supervisor's restart socket directly is refused
+devno=$(awk -v m="$work/mnt" '$5 == m { print $3 }' /proc/self/mountinfo | tail -n 1)
+before=$(worker_pid)
+answer=$(python3 - "$devno" <<'PY'
+import os, socket, sys
+os.setgid(65534)
+os.setuid(65534)
+s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+s.connect("\0iserfuse-supervisor/" + sys.argv[1])
+print(s.recv(256).decode().strip())
+PY
+) || true
+check_eq "another user's restart request: refused" "$answer" "failed: permission denied (root or the mount's owner only)"
+sleep 0.5
+check_eq "... the worker is the same" "$(worker_pid)" "$before"
 sleep 2
 touch "$work/restarter.done"
 wait "$bg" || true

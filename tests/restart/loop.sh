@@ -5,36 +5,39 @@
 #
 #   loop.sh ISERFUSE
 #
-# The target goes away (tgtd killed) and the worker is killed: every new
-# worker fails its login at once.  After 5 deaths within 60 s the
-# supervisor says why in one line, removes the mount and exits 1, within
-# 70 s; a read of the LUN file that was waiting fails instead of hanging.
+# The binary on disk breaks (a bad upgrade: it exits 1 at once) and the
+# worker is killed: every new worker dies at its start.  After 5 deaths
+# within 60 s the supervisor says why in one line, removes the mount and
+# exits 1, within 70 s; a read of the LUN file that was waiting fails
+# instead of hanging.  (A target that is down is no crash loop: outage.sh.)
 set -euo pipefail
 
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
-# shellcheck source-path=SCRIPTDIR source=../lib/targets.sh
 . "$here/../lib/targets.sh"
-# shellcheck source-path=SCRIPTDIR source=../lib/report.sh
 . "$here/../lib/report.sh"
-# shellcheck source-path=SCRIPTDIR source=common.sh
 . "$here/common.sh"
 
 if [[ $# -ne 1 || ! -x $1 ]]; then
 	echo "usage: $0 ISERFUSE" >&2
 	exit 2
 fi
-iserfuse=$1
 need_root "tgtd and FUSE"
 need_tools tgtd tgtadm fusermount3 pgrep
 
+# A copy of the binary, so that the one on disk can break (a bad upgrade)
+bin=$(mktemp -d "${TMPDIR:-/tmp}/iserfuse-restart-loop-bin.XXXXXX")
+cp "$1" "$bin/iserfuse"
+iserfuse=$bin/iserfuse
 restart_mounted restart-loop
 pass "mounted"
 pid=$(worker_pid)
 check "a worker runs under the supervisor" test -n "$pid"
-tgtd_kill "$work/tgtd"
+# the binary on disk now fails at once; a crash makes the supervisor start it
+printf '#!/bin/sh\necho "broken build" >&2\nexit 1\n' >"$bin/iserfuse.new"
+chmod 755 "$bin/iserfuse.new"
+mv "$bin/iserfuse.new" "$bin/iserfuse"
 t0=$(date +%s)
 kill -KILL "$pid" 2>/dev/null || true
-# a reader that waits for a worker: it must end with an error once the supervisor gives up
 (
 	rc=0
 	dd if="$work/mnt/lun1" of=/dev/null bs=4k count=1 skip=77 iflag=direct status=none 2>"$work/dd.err" || rc=$?
@@ -57,4 +60,5 @@ check "the mount is gone" bash -c "! grep -qF ' $work/mnt ' /proc/mounts"
 wait_exit "$bg" 100 || true
 check "a read that waited for a worker ended with an error" test "$(cat "$work/dd.rc" 2>/dev/null || echo none)" != none -a "$(cat "$work/dd.rc" 2>/dev/null)" != 0
 bg=''
+rm -rf "$bin"
 summary

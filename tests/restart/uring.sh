@@ -38,6 +38,13 @@ echo Y >"$param"
 restart_mounted restart-uring -o io_uring=on
 echo "$uring_was" >"$param"
 check_eq "the mount serves over the rings" "$(sed -n 's/^fuse_path //p' "$work/mnt/.stats")" io_uring
+# a restart asked for is refused: the rings cannot be taken over, and the mount must not end for it
+restart_rc=0
+"$iserfuse" --restart "$work/mnt" 2>"$work/restart.err" || restart_rc=$?
+check_eq "--restart over the rings: refused (exit 1)" "$restart_rc" 1
+check "... with one line saying why" grep -q 'io_uring' "$work/restart.err"
+check "... the mount stays, the worker serving" test -n "$(worker_pid)" -a -r "$work/mnt/lun1"
+check_eq "... and reads" "$(dd if="$work/mnt/lun1" bs=4k count=1 iflag=direct status=none | wc -c)" 4096
 (
 	rc=0
 	timeout 30 fio --name=ring --filename="$work/mnt/lun1" --size=32M --rw=randrw --bs=64k --iodepth=16 \
