@@ -13,6 +13,7 @@
 
 #include "gateway/handover/lifestate.h"
 #include "initiator/util/log.h"
+#include "custom_io.h"
 #include "fuse_uring_conv.h"
 
 /* The replayed INIT's unique while its reply is due (dropped), else 0. */
@@ -65,28 +66,14 @@ static ssize_t io_writev(int fd, struct iovec *iov, int count, void *userdata)
 	return writev(fd, iov, count);
 }
 
-static ssize_t io_splice_receive(int fdin, off_t *offin, int fdout, off_t *offout, size_t len, unsigned flags,
-				 void *userdata)
-{
-	(void)userdata;
-	return splice(fdin, offin, fdout, offout, len, flags);
-}
-
-static ssize_t io_splice_send(int fdin, off_t *offin, int fdout, off_t *offout, size_t len, unsigned flags,
-			      void *userdata)
-{
-	(void)userdata;
-	return splice(fdin, offin, fdout, offout, len, flags);
-}
-
 int gw_resume_attach(struct fuse_session *se, int fd)
 {
 	/* splice as libfuse would do it itself, so that INIT negotiates the same capabilities */
 	const struct fuse_custom_io io = {
 		.writev = io_writev,
 		.read = io_read,
-		.splice_receive = io_splice_receive,
-		.splice_send = io_splice_send,
+		.splice_receive = gw_io_splice_receive,
+		.splice_send = gw_io_splice_send,
 	};
 	return fuse_session_custom_io(se, &io, fd);
 }

@@ -50,6 +50,7 @@
 #include "fuse_loop.h"
 #include "fuse_resume.h"
 #include "fuse_rx.h"
+#include "custom_io.h"
 #include "fuse_uring_conv.h"
 #include "gateway/gateway.h"
 #include "gateway/handover/lifestate.h"
@@ -677,20 +678,6 @@ static ssize_t io_writev(int fd, struct iovec *iov, int count, void *userdata)
 	return (ssize_t)total;
 }
 
-static ssize_t io_splice_receive(int fdin, off_t *offin, int fdout, off_t *offout, size_t len, unsigned flags,
-				 void *userdata)
-{
-	(void)userdata;
-	return splice(fdin, offin, fdout, offout, len, flags);
-}
-
-static ssize_t io_splice_send(int fdin, off_t *offin, int fdout, off_t *offout, size_t len, unsigned flags,
-			      void *userdata)
-{
-	(void)userdata;
-	return splice(fdin, offin, fdout, offout, len, flags);
-}
-
 int gw_fuse_uring_attach(struct fuse_session *se, enum gw_uring_mode mode, unsigned depth,
 			 atomic_uint_fast64_t *copied, struct gw_fuse_uring **out)
 {
@@ -709,8 +696,8 @@ int gw_fuse_uring_attach(struct fuse_session *se, enum gw_uring_mode mode, unsig
 	const struct fuse_custom_io io = {
 		.writev = io_writev,
 		.read = io_read,
-		.splice_receive = io_splice_receive,
-		.splice_send = io_splice_send,
+		.splice_receive = gw_io_splice_receive,
+		.splice_send = gw_io_splice_send,
 	};
 	gw_rx_on_request(note_request, u); /* the readers that receive into slices bypass io_read */
 	int rc = fuse_session_custom_io(se, &io, u->fd);

@@ -1,8 +1,8 @@
 # SPDX-License-Identifier: MIT
 # shellcheck shell=bash
 #
-# Shared by the restart suite scripts.  Source after targets.sh and
-# report.sh (it sources tests/lib/suite.sh and mount.sh); needs $iserfuse.
+# Shared by the restart suite scripts.  Source after tests/lib/open.sh;
+# needs $iserfuse.
 #
 #   restart_mounted NAME [OPTS...]  a fresh $work (suite_scratch NAME), tgtd
 #                                   with a 64 MiB LUN 1, mounted with OPTS
@@ -24,10 +24,6 @@
 #   fio_max_lat_ms NAME...          the longest completion latency (ms) of
 #                                   those passes
 
-# shellcheck source-path=SCRIPTDIR source=../lib/suite.sh
-. "$(dirname "${BASH_SOURCE[0]}")/../lib/suite.sh"
-# shellcheck source-path=SCRIPTDIR source=../lib/mount.sh
-. "$(dirname "${BASH_SOURCE[0]}")/../lib/mount.sh"
 
 restart_mounted() {
 	local name=$1

@@ -10,17 +10,13 @@
 # within 60 s the supervisor says why in one line, removes the mount and
 # exits 1, within 70 s; a read of the LUN file that was waiting fails
 # instead of hanging.  (A target that is down is no crash loop: outage.sh.)
-set -euo pipefail
-
-here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
-. "$here/../lib/targets.sh"
-. "$here/../lib/report.sh"
+# shellcheck source-path=SCRIPTDIR source=../lib/open.sh
+. "$(dirname "${BASH_SOURCE[0]}")/../lib/open.sh"
+# shellcheck source-path=SCRIPTDIR source=common.sh
 . "$here/common.sh"
 
-if [[ $# -ne 1 || ! -x $1 ]]; then
-	echo "usage: $0 ISERFUSE" >&2
-	exit 2
-fi
+suite_args 1 ISERFUSE "$@"
+need_exe "$1"
 need_root "tgtd and FUSE"
 need_tools tgtd tgtadm fusermount3 pgrep
 

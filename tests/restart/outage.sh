@@ -13,17 +13,13 @@
 # refused, the worker serving on.  Then tgtd down for longer than
 # replacement_timeout (-o replacement_timeout=15 here): one line, the mount
 # is removed, the supervisor exits 1.
-set -euo pipefail
-
-here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
-. "$here/../lib/targets.sh"
-. "$here/../lib/report.sh"
+# shellcheck source-path=SCRIPTDIR source=../lib/open.sh
+. "$(dirname "${BASH_SOURCE[0]}")/../lib/open.sh"
+# shellcheck source-path=SCRIPTDIR source=common.sh
 . "$here/common.sh"
 
-if [[ $# -ne 1 || ! -x $1 ]]; then
-	echo "usage: $0 ISERFUSE" >&2
-	exit 2
-fi
+suite_args 1 ISERFUSE "$@"
+need_exe "$1"
 iserfuse=$1
 need_root "tgtd and FUSE"
 need_tools tgtd tgtadm fusermount3 pgrep
