@@ -20,6 +20,10 @@
 #                 (repeatable; all other writes go to the tmpfs overlay and vanish)
 #   -C DIR        working directory of the command in the guest (default: $PWD)
 #   -e NAME=VALUE environment variable for the command (repeatable)
+#   -d FILE       FILE (a regular file or block device) as an extra virtio-blk
+#                 disk, format=raw, cache=none (O_DIRECT on the host);
+#                 repeatable: /dev/vda, /dev/vdb, ... in the guest, in order,
+#                 once the command has run `modprobe virtio_blk` (no udev there)
 #   --tcg | --kvm force the accelerator (default: KVM only on hardware KVM, see README)
 #   --no-install  do not apt-get install missing host packages
 #   -v            print the guest kernel console after the run
@@ -38,12 +42,13 @@ BOOT_TIMEOUT=${RDMA_LAB_BOOT_TIMEOUT:-120}
 OUTDIR=
 SHARES=()
 ENVS=()
+DISKS=()
 CWD=$PWD
 ACCEL=auto
 INSTALL=1
 VERBOSE=0
 
-usage() { sed -n '2,30p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//'; exit 2; }
+usage() { sed -n '2,33p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//'; exit 2; }
 while [ $# -gt 0 ]; do
 	case "$1" in
 	-m) MEM=$2; shift 2 ;;
@@ -53,6 +58,7 @@ while [ $# -gt 0 ]; do
 	-s) SHARES+=("$(readlink -f "$2")"); shift 2 ;;
 	-C) CWD=$2; shift 2 ;;
 	-e) ENVS+=("$2"); shift 2 ;;
+	-d) DISKS+=("$(readlink -f "$2")"); shift 2 ;;
 	--tcg) ACCEL=tcg; shift ;;
 	--kvm) ACCEL=kvm; shift ;;
 	--no-install) INSTALL=0; shift ;;
@@ -207,6 +213,15 @@ for s in "${SHARES[@]}"; do
 	share_cfg+=" share$i=$s"
 	i=$((i+1))
 done
+# -d: raw virtio-blk disks; a comma in a QEMU option value is written twice
+DRIVES=()
+i=0
+for d in "${DISKS[@]}"; do
+	[ -f "$d" ] || [ -b "$d" ] || fail "not a file or block device: $d"
+	DRIVES+=(-drive "file=${d//,/,,},format=raw,if=none,id=disk$i,cache=none"
+	         -device "virtio-blk-pci,drive=disk$i")
+	i=$((i+1))
+done
 case "$CWD" in *\'*) fail "working directory must not contain a quote: $CWD" ;; esac
 cat > "$OUTDIR/.lab/config" <<EOF
 LAB_SHARES="${share_cfg# }"
@@ -250,7 +265,7 @@ run_qemu() {  # run_qemu ACCEL -> sets QRC, BOOTED
 		-append "console=ttyS0 panic=-1 quiet loglevel=4 8250.nr_uarts=2 rdma_lab=1"
 		-serial "file:$CONSOLE_LOG" -serial stdio
 		-nic none -device virtio-rng-pci
-		"${VIRTFS[@]}" ${RDMA_LAB_QEMU_EXTRA:-})
+		"${VIRTFS[@]}" "${DRIVES[@]}" ${RDMA_LAB_QEMU_EXTRA:-})
 	msg "kernel $KVER, accel $accel, ${MEM} MiB, $CPUS vCPU, scratch $OUTDIR"
 	rm -f "$OUTDIR/.lab/t_cmd_start"
 	T0=$(date +%s.%N)
