@@ -551,6 +551,12 @@ static int on_signal(struct sup *s)
 		return -1;
 	default: /* a stop signal: the worker stops as it always did (a second one: at once) */
 		s->stopping = true;
+		if (!s->pid) { /* between workers that could not log in: nothing acknowledged waits */
+			log_warn("stopped while no worker could log in: the mount on %s is removed", s->mnt);
+			mount_end(s);
+			client_answer(s, "failed: the mount was stopped\n");
+			return 1;
+		}
 		/*
 		 * A restarted worker that does not serve yet holds nothing
 		 * acknowledged and may wait in its login with the stop signals
