@@ -15,6 +15,8 @@
 #   kill_worker SECS                SIGKILL the worker, then until another
 #                                   one serves (the log says so): 0, or 1
 #                                   after SECS seconds
+#   kill_workers N                  kill_worker 30 N times, 3 s apart; each
+#                                   failure a line in $work/killer.err
 #   restarts_logged                 how many "serves the mount" lines
 #   fio_pass NAME FILE SIZE [IO_SIZE] one fio randrw pass (4k-1M, QD32,
 #                                   crc32c verify) over SIZE bytes of FILE,
@@ -74,6 +76,14 @@ kill_worker() {
 		sleep 0.05
 	done
 	return 1
+}
+
+kill_workers() {
+	local k
+	for ((k = 1; k <= $1; k++)); do
+		kill_worker 30 || echo "kill $k: no new worker serving within 30 s" >>"$work/killer.err"
+		sleep 3
+	done
 }
 
 fio_pass() {

@@ -42,10 +42,7 @@ head -c 3M /dev/urandom >"$work/src"
 bg=$!
 
 sleep 1
-for ((k = 1; k <= kills; k++)); do
-	kill_worker 30 || echo "kill $k: no new worker serving within 30 s" >>"$work/killer.err"
-	sleep 3
-done
+kill_workers "$kills"
 touch "$work/killer.done"
 wait "$bg" || true
 bg=''

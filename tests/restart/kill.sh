@@ -47,10 +47,7 @@ load=$!
 bg=$!
 
 sleep 1
-for ((k = 1; k <= kills; k++)); do
-	kill_worker 30 || echo "kill $k: no new worker serving within 30 s" >>"$work/killer.err"
-	sleep 3
-done
+kill_workers "$kills"
 touch "$work/killer.done"
 wait "$bg" || true
 bg=''

@@ -65,10 +65,7 @@ fi
 pass "the guest started its I/O"
 
 sleep 2
-for ((k = 1; k <= kills; k++)); do
-	kill_worker 30 || echo "kill $k: no new worker serving within 30 s" >>"$work/killer.err"
-	sleep 3
-done
+kill_workers "$kills"
 touch "$work/lab/host.done"
 grc=0
 wait "$bg" || grc=$?
