@@ -112,7 +112,7 @@ if ! it_mount "$work/daemon.log"; then
 fi
 pass "mount: $mnt/lun1 is there"
 if [[ $(stat_of fuse_path) == io_uring ]]; then
-	skip "the FUSE rings serve the mount: /dev/fuse carries no I/O"
+	skip "the I/O thread's checks" "the FUSE rings serve the mount: /dev/fuse carries no I/O"
 	sigterm_check "SIGTERM"
 	summary
 	exit 0
