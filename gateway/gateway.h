@@ -103,7 +103,7 @@ struct gw {
 	atomic_uint_fast64_t payload_copied; /* write payload bytes memcpy'd from libfuse's buffer (not a pipe),
 					      * read replies copied into a FUSE ring entry's payload */
 	struct gw_fuse_uring *uring; /* FUSE over io_uring (fuse_uring.c); NULL with -o io_uring=off */
-	struct gw_io *io;            /* the I/O thread (gateway/fuse/fuse_io.h); NULL without (-s, rings, io_threads=0) */
+	struct gw_io *io;            /* the I/O thread (gateway/fuse/fuse_io.h); NULL with -s or io_threads=0 */
 	void **cache_slices;    /* pool slices holding the cache blocks */
 	unsigned ncache_slices;
 };

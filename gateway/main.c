@@ -603,16 +603,16 @@ static int mount_serve(struct mount *m)
 	if (m->cmd.singlethread)
 		return fuse_session_loop(m->se);
 	struct gw_io *io = NULL;
-	if (gw_settings_num(&m->o, GW_OPT_IO_THREADS) > 0 && g->s &&
-	    (io = gw_io_new(m->se, gw_fast_io, g))) {
-		gw_io_on_exit(io, io_guest_detach, g->s);
-		g->io = io;
+	if (gw_settings_num(&m->o, GW_OPT_IO_THREADS) > 0 && g->s) {
+		if (!g->io && (g->io = gw_io_new(m->se, gw_fast_io, g)))
+			gw_io_on_exit(g->io, io_guest_detach, g->s);
+		io = g->io;
+	}
+	if (io) { /* again after a handover refused (main.c's loop) */
+		gw_io_arm(io);
 		iscsi_session_set_guest(g->s, fd, gw_io_run, gw_io_live, io);
 	}
-	int rc = gw_fuse_loop(m->se, (unsigned)gw_settings_num(&m->o, GW_OPT_MAX_THREADS), io);
-	if (io)
-		io_guest_detach(g->s);
-	return rc;
+	return gw_fuse_loop(m->se, (unsigned)gw_settings_num(&m->o, GW_OPT_MAX_THREADS), io);
 }
 
 /* What the steps before the session left: the FUSE session, the URL, the credentials, the settings. */

@@ -40,7 +40,9 @@ struct gw_io {
 	void *fast_arg;
 	struct gw_rx rx;           /* event thread: the slice it reads into */
 	struct fuse_buf fbuf;      /* event thread: libfuse's buffer, when no slice can be taken */
-	bool exit_told;            /* event thread */
+	bool exit_told;            /* under run_lock */
+	pthread_mutex_t run_lock;  /* held by gw_io_run for a pass (uncontended but by gw_io_stop) */
+	atomic_bool stopped;       /* gw_io_stop: the event thread reads no more */
 	void (*on_exit)(void *);
 	void *on_exit_arg;
 	void (*on_change)(void *);
@@ -68,8 +70,38 @@ struct gw_io *gw_io_new(struct fuse_session *se, gw_io_fast_fn fast, void *fast_
 	io->fast = fast;
 	io->fast_arg = fast_arg;
 	pthread_mutex_init(&io->lock, NULL);
+	pthread_mutex_init(&io->run_lock, NULL);
 	pthread_cond_init(&io->cv, NULL);
 	return io;
+}
+
+void gw_io_arm(struct gw_io *io)
+{
+	pthread_mutex_lock(&io->run_lock);
+	io->exit_told = false;
+	atomic_store(&io->stopped, false);
+	pthread_mutex_unlock(&io->run_lock);
+	pthread_mutex_lock(&io->lock);
+	io->closed = false;
+	pthread_mutex_unlock(&io->lock);
+}
+
+/* Take the guest off the session, once per arming.  Under run_lock. */
+static void tell_exit(struct gw_io *io)
+{
+	if (io->exit_told)
+		return;
+	io->exit_told = true;
+	if (io->on_exit)
+		io->on_exit(io->on_exit_arg);
+}
+
+void gw_io_stop(struct gw_io *io)
+{
+	atomic_store(&io->stopped, true);
+	pthread_mutex_lock(&io->run_lock); /* a pass in progress ends first */
+	tell_exit(io);
+	pthread_mutex_unlock(&io->run_lock);
 }
 
 void gw_io_on_exit(struct gw_io *io, void (*fn)(void *arg), void *arg)
@@ -143,12 +175,12 @@ void gw_io_live(void *arg, bool live)
 	tell_change(io);
 }
 
-/* Queue the request in fb (in rx's slice when in_slice) for a reader.  false: not queued (closed, no memory). */
-static bool hand_off(struct gw_io *io, const struct fuse_buf *fb, bool in_slice)
+/* Queue the request in fb (in rx's slice when in_slice) for a reader.  0, -ENOMEM, or -ESHUTDOWN (closed). */
+static int hand_off(struct gw_io *io, const struct fuse_buf *fb, bool in_slice)
 {
 	struct io_item *it = malloc(sizeof(*it) + (in_slice ? 0 : fb->size));
 	if (!it)
-		return false;
+		return -ENOMEM;
 	it->next = NULL;
 	it->fb = *fb;
 	it->slice = NULL;
@@ -160,7 +192,7 @@ static bool hand_off(struct gw_io *io, const struct fuse_buf *fb, bool in_slice)
 	if (io->closed) {
 		pthread_mutex_unlock(&io->lock);
 		free(it);
-		return false;
+		return -ESHUTDOWN;
 	}
 	if (in_slice) { /* the slice, and its count among the readers' (fuse_rx.c), go with the request */
 		it->slice = io->rx.slice;
@@ -175,8 +207,10 @@ static bool hand_off(struct gw_io *io, const struct fuse_buf *fb, bool in_slice)
 	pthread_cond_signal(&io->cv);
 	pthread_mutex_unlock(&io->lock);
 	atomic_fetch_add_explicit(&io->nhanded, 1, memory_order_relaxed);
-	return true;
+	return 0;
 }
+
+static void run_pass(struct gw_io *io);
 
 /* One request read: to the fast handler, else to a reader. */
 static void dispatch(struct gw_io *io, const struct fuse_buf *fb, bool in_slice)
@@ -189,21 +223,35 @@ static void dispatch(struct gw_io *io, const struct fuse_buf *fb, bool in_slice)
 		}
 		atomic_fetch_sub_explicit(&io->inflight, 1, memory_order_relaxed);
 	}
-	if (!hand_off(io, fb, in_slice)) {
-		const struct fuse_in_header *h = fb->mem;
-		if (h->opcode != FUSE_FORGET && h->opcode != FUSE_BATCH_FORGET && h->opcode != FUSE_INTERRUPT) {
-			atomic_fetch_add_explicit(&io->inflight, 1, memory_order_relaxed);
-			gw_io_reply(gw_io_raw_arg(h->unique), fuse_session_exited(io->se) ? ENODEV : ENOMEM, NULL, 0);
-		}
+	int err = hand_off(io, fb, in_slice);
+	const struct fuse_in_header *h = fb->mem;
+	/* closed (the loop ended): no answer; a worker after this one has it sent again (FUSE_NOTIFY_RESEND),
+	 * an unmount fails it */
+	if (err == -ENOMEM && h->opcode != FUSE_FORGET && h->opcode != FUSE_BATCH_FORGET &&
+	    h->opcode != FUSE_INTERRUPT) {
+		atomic_fetch_add_explicit(&io->inflight, 1, memory_order_relaxed);
+		gw_io_reply(gw_io_raw_arg(h->unique), ENOMEM, NULL, 0);
 	}
 }
 
 void gw_io_run(void *arg)
 {
 	struct gw_io *io = arg;
+	pthread_mutex_lock(&io->run_lock);
+	run_pass(io);
+	if ((fuse_session_exited(io->se) || atomic_load(&io->stopped)) && !io->exit_told) {
+		tell_exit(io);
+		tell_change(io);
+	}
+	pthread_mutex_unlock(&io->run_lock);
+}
+
+/* Read and dispatch what /dev/fuse has, up to IO_BATCH requests.  Under run_lock. */
+static void run_pass(struct gw_io *io)
+{
 	for (unsigned n = 0; n < IO_BATCH; n++) {
-		if (fuse_session_exited(io->se))
-			break;
+		if (fuse_session_exited(io->se) || atomic_load_explicit(&io->stopped, memory_order_relaxed))
+			return;
 		struct fuse_buf fb;
 		bool in_slice = true;
 		int res = gw_rx_receive(&io->rx, io->se, &fb);
@@ -218,19 +266,13 @@ void gw_io_run(void *arg)
 			if (res < 0)
 				log_err("reading /dev/fuse: %s", strerror(-res));
 			fuse_session_exit(io->se);
-			break;
+			return;
 		}
 		dispatch(io, &fb, in_slice);
 		gw_rx_done(&io->rx);
 		/* alone in flight (QD1): back to poll, which says at once if another came, without a read that finds none */
 		if (atomic_load_explicit(&io->inflight, memory_order_relaxed) <= 1)
 			return;
-	}
-	if (fuse_session_exited(io->se) && !io->exit_told) {
-		io->exit_told = true;
-		if (io->on_exit)
-			io->on_exit(io->on_exit_arg);
-		tell_change(io);
 	}
 }
 

@@ -48,13 +48,29 @@ typedef bool (*gw_io_fast_fn)(void *arg, const void *req, size_t len);
  */
 struct gw_io *gw_io_new(struct fuse_session *se, gw_io_fast_fn fast, void *fast_arg);
 
+/*
+ * Before each loop that uses io (gw_fuse_loop), then attach it: the
+ * event thread may read again, hand over again.
+ */
+void gw_io_arm(struct gw_io *io);
+/*
+ * The loop is ending (a stop, a handover): from its return on, the event
+ * thread reads no more request (a pass in progress ends first) and the
+ * guest is off the session (the on_exit callback).  What it read and did
+ * not hand over or answer stays unanswered: a worker after this one gets
+ * it again (FUSE_NOTIFY_RESEND), an unmount fails it.  Any thread but the
+ * event thread.
+ */
+void gw_io_stop(struct gw_io *io);
+
 /* The session's guest callbacks (iscsi_session_set_guest(s, fuse_session_fd(se), gw_io_run, gw_io_live, io)). */
 void gw_io_run(void *io);
 void gw_io_live(void *io, bool live);
 
 /*
- * Called (event thread, once) when gw_io_run sees the FUSE session exited,
- * to take the guest off the session: fn(arg).  Set before attaching.
+ * Called once per arming, when gw_io_run sees the FUSE session exited (on
+ * the event thread) or at gw_io_stop, to take the guest off the session:
+ * fn(arg).  Set before attaching.
  */
 void gw_io_on_exit(struct gw_io *io, void (*fn)(void *arg), void *arg);
 
@@ -75,7 +91,10 @@ void *gw_io_take(struct gw_io *io, struct gw_rx *rx, struct fuse_buf *fb, const 
 void gw_io_done(struct gw_io *io, struct gw_rx *rx, void *item);
 /* Wake every reader waiting in gw_io_take (a stop, a retire). */
 void gw_io_wake_all(struct gw_io *io);
-/* After the readers ended: fail what is still queued (its slices back), refuse more. */
+/*
+ * After the readers ended and gw_io_stop: drop what is still queued (its
+ * slices back; unanswered, as gw_io_stop says), refuse more.
+ */
 void gw_io_close(struct gw_io *io);
 
 /* Requests run on the event thread, and handed to readers, so far (statistics). */

@@ -401,6 +401,7 @@ int gw_fuse_loop(struct fuse_session *se, unsigned max_threads, struct gw_io *io
 	}
 
 	if (io) {
+		gw_io_stop(io); /* before the reset: a reset session reads as not exited */
 		gw_io_on_change(io, NULL, NULL);
 		gw_io_close(io); /* what the I/O thread handed over and no reader took */
 	}

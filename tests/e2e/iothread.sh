@@ -21,6 +21,10 @@
 #     thread slept more than 200 times (before, a FUSE reader slept once
 #     per read beside the event thread);
 #   - ls and .stats answer (handed off) meanwhile;
+#   - 8 worker restarts (--restart) under O_DIRECT fio random read/write
+#     with verify and a stat/.stats loop: fio exits 0, no request is
+#     answered ENOMEM (an old worker's event thread once read on after its
+#     loop ended and answered what it could not hand over so);
 # the daemon ends on SIGTERM with exit status 0; then remounts with
 # -o io_threads=0: the same O_DIRECT reads leave io_thread_requests at 0,
 # and two threads sleep once per read.
@@ -38,7 +42,7 @@ iserfuse=$(cd "$(dirname "$iserfuse")" && pwd)/$(basename "$iserfuse")
 need_root "the test mounts FUSE and runs tgtd, which needs root"
 
 [[ -c /dev/fuse ]] || missing+=(/dev/fuse)
-need_tools tgtd tgtadm fusermount3 mountpoint dd sha256sum head timeout
+need_tools tgtd tgtadm fusermount3 mountpoint dd sha256sum head timeout fio
 
 suite_scratch iothread
 mnt=$work/mnt
@@ -148,6 +152,29 @@ for _ in 1 2 3 4 5; do
 done
 wait "$bg"
 check_eq "ls and .stats answer 5 times during O_DIRECT reads" "$ok" 5
+
+# Worker restarts under O_DIRECT load: the old worker's event thread reads nothing once its loop
+# ended, and what it read then stays for the next worker (resent): no request answered ENOMEM.
+fio --name=restarts --filename="$mnt/lun1" --size=32M --bsrange=4k-1M --rw=randrw --ioengine=libaio \
+	--direct=1 --iodepth=32 --verify=crc32c --verify_fatal=0 --continue_on_error=all --runtime=10 \
+	--time_based --output="$work/fio.out" >/dev/null 2>"$work/fio.err" &
+bg=$!
+(while kill -0 "$bg" 2>/dev/null; do
+	stat "$mnt/lun1" >/dev/null 2>>"$work/stat.err"
+	cat "$mnt/.stats" >/dev/null 2>>"$work/stat.err"
+done) &
+loop=$!
+fails=0
+for _ in 1 2 3 4 5 6 7 8; do
+	sleep 1
+	timeout 30 "$iserfuse" --restart "$mnt" >>"$work/restart.out" 2>&1 || fails=$((fails + 1))
+done
+rc=0
+wait "$bg" || rc=$?
+wait "$loop" 2>/dev/null || true
+check_eq "8 worker restarts under O_DIRECT fio with verify: each restart succeeds, fio exits 0" "$fails $rc" "0 0"
+nomem=$(cat "$work/fio.out" "$work/fio.err" "$work/stat.err" 2>/dev/null | grep -c "Cannot allocate memory" || true)
+check_eq "no request answered ENOMEM across the restarts" "$nomem" 0
 sigterm_check "SIGTERM"
 
 if ! it_mount "$work/daemon0.log" -o io_threads=0; then
