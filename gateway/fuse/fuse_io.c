@@ -225,8 +225,8 @@ static void dispatch(struct gw_io *io, const struct fuse_buf *fb, bool in_slice)
 	}
 	int err = hand_off(io, fb, in_slice);
 	const struct fuse_in_header *h = fb->mem;
-	/* closed (the loop ended): no answer; a worker after this one has it sent again (FUSE_NOTIFY_RESEND),
-	 * an unmount fails it */
+	/* -ESHUTDOWN (the loop ended): no answer, a worker after this one has it sent again
+	 * (FUSE_NOTIFY_RESEND), an unmount fails it; no memory for the hand-over: ENOMEM */
 	if (err == -ENOMEM && h->opcode != FUSE_FORGET && h->opcode != FUSE_BATCH_FORGET &&
 	    h->opcode != FUSE_INTERRUPT) {
 		atomic_fetch_add_explicit(&io->inflight, 1, memory_order_relaxed);
