@@ -69,6 +69,7 @@ struct gw_lun {
 };
 
 struct gw_fuse_uring;
+struct gw_io;
 
 struct gw {
 	struct iscsi_session *s; /* the first session (owned by mp when there is one); control commands use gw_ctl */
@@ -102,6 +103,7 @@ struct gw {
 	atomic_uint_fast64_t payload_copied; /* write payload bytes memcpy'd from libfuse's buffer (not a pipe),
 					      * read replies copied into a FUSE ring entry's payload */
 	struct gw_fuse_uring *uring; /* FUSE over io_uring (fuse_uring.c); NULL with -o io_uring=off */
+	struct gw_io *io;            /* the I/O thread (gateway/fuse/fuse_io.h); NULL with -s or io_threads=0 */
 	void **cache_slices;    /* pool slices holding the cache blocks */
 	unsigned ncache_slices;
 };
@@ -262,6 +264,16 @@ void gw_stats_lseek(fuse_req_t req, off_t off, int whence, struct fuse_file_info
 
 /* The FUSE low-level operations (fs.c); userdata is a struct gw. */
 extern const struct fuse_lowlevel_ops gw_ops;
+
+/*
+ * The fast handler of the I/O thread (gateway/fuse/fuse_io.h's
+ * gw_io_fast_fn; arg: struct gw): a READ or WRITE of a LUN file that
+ * block I/O can take without waiting (O_DIRECT or no block cache, a pool
+ * slice free, a write block aligned in the slice it was read into and
+ * overlapping no write in flight) is submitted with a raw answer; false
+ * leaves the request to libfuse's handlers (gateway/fs/fs_fast.c).
+ */
+bool gw_fast_io(void *arg, const void *req, size_t len);
 
 /*
  * The initiator name to use when none is given: read from the state file

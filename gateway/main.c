@@ -41,6 +41,7 @@
 #include "initiator/net/url.h"
 #include "gateway/settings/credentials.h"
 #include "gateway/setup/daemon.h"
+#include "gateway/fuse/fuse_io.h"
 #include "gateway/fuse/fuse_loop.h"
 #include "gateway/fuse/fuselog.h"
 #include "gateway/fuse/fuse_uring.h"
@@ -589,11 +590,29 @@ static int mount_kernel(struct mount *m)
  * (fuse_loop.c), up to -o max_threads.  Returns its result (0 or a
  * negative errno).
  */
+static void io_guest_detach(void *s)
+{
+	iscsi_session_set_guest(s, -1, NULL, NULL, NULL);
+}
+
 static int mount_serve(struct mount *m)
 {
+	struct gw *g = &m->g;
+	int fd = fuse_session_fd(m->se);
+	gw_io_fd_blocking(fd); /* an earlier worker's I/O thread may have left it non-blocking */
 	if (m->cmd.singlethread)
 		return fuse_session_loop(m->se);
-	return gw_fuse_loop(m->se, (unsigned)gw_settings_num(&m->o, GW_OPT_MAX_THREADS));
+	struct gw_io *io = NULL;
+	if (gw_settings_num(&m->o, GW_OPT_IO_THREADS) > 0 && g->s) {
+		if (!g->io && (g->io = gw_io_new(m->se, gw_fast_io, g)))
+			gw_io_on_exit(g->io, io_guest_detach, g->s);
+		io = g->io;
+	}
+	if (io) { /* again after a handover refused (main.c's loop) */
+		gw_io_arm(io);
+		iscsi_session_set_guest(g->s, fd, gw_io_run, gw_io_live, io);
+	}
+	return gw_fuse_loop(m->se, (unsigned)gw_settings_num(&m->o, GW_OPT_MAX_THREADS), io);
 }
 
 /* What the steps before the session left: the FUSE session, the URL, the credentials, the settings. */

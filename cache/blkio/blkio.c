@@ -176,7 +176,7 @@ static struct blk_req *req_new(struct blk_dev *d, uint64_t off, size_t len)
 		return NULL;
 	unsigned idx;
 	uint8_t *slice = buf_pool_get(d->pool, &idx);
-	return req_init(d, idx, slice, slice, off, len);
+	return slice ? req_init(d, idx, slice, slice, off, len) : NULL; /* NULL: none free, in pool_nowait */
 }
 
 static uint8_t *scratch(struct blk_req *r, int which)
@@ -395,9 +395,11 @@ static void cmd_done(void *arg, const struct iscsi_cmd_result *res)
 
 int blk_read(struct blk_dev *d, uint64_t off, size_t len, blk_done_fn cb, void *arg)
 {
+	if (!req_fits(d, off, len))
+		return -EINVAL;
 	struct blk_req *r = req_new(d, off, len);
 	if (!r)
-		return -EINVAL;
+		return -ENOBUFS;
 	r->phase = PH_READ;
 	r->cb = cb;
 	r->arg = arg;
@@ -447,19 +449,36 @@ struct blk_req *blk_write_prepare_in(struct blk_dev *d, uint64_t off, size_t len
 
 void blk_write_cancel(struct blk_req *r) { buf_pool_put(r->d->pool, r->owned); }
 
+int blk_write_claim(struct blk_req *r, bool wait)
+{
+	struct blk_dev *d = r->d;
+	/* Serialise against every write in flight over the same blocks. */
+	pthread_mutex_lock(&d->lock);
+	while (write_overlapping(d, r)) {
+		if (!wait) {
+			pthread_mutex_unlock(&d->lock);
+			return -ENOBUFS;
+		}
+		pthread_cond_wait(&d->cv, &d->lock);
+	}
+	writes_add(d, r);
+	pthread_mutex_unlock(&d->lock);
+	return 0;
+}
+
 void blk_write_submit(struct blk_req *r, blk_done_fn cb, void *arg)
+{
+	blk_write_claim(r, true);
+	blk_write_go(r, cb, arg);
+}
+
+void blk_write_go(struct blk_req *r, blk_done_fn cb, void *arg)
 {
 	struct blk_dev *d = r->d;
 	r->cb = cb;
 	r->arg = arg;
 	r->head = r->off % d->bs != 0 || (r->nblk == 1 && r->len < d->bs);
 	r->tail = (r->off + r->len) % d->bs != 0;
-	/* Serialise against every write in flight over the same blocks. */
-	pthread_mutex_lock(&d->lock);
-	while (write_overlapping(d, r))
-		pthread_cond_wait(&d->cv, &d->lock);
-	writes_add(d, r);
-	pthread_mutex_unlock(&d->lock);
 	if (r->head || r->tail) {
 		atomic_fetch_add(&d->rmw_count, 1);
 		r->phase = r->head ? PH_HEAD : PH_TAIL;

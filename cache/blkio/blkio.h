@@ -166,7 +166,8 @@ struct blk_retry *blk_dev_retry(const struct blk_dev *d);
 
 /*
  * Read len bytes at byte offset off (off + len <= size, 0 < len <= max_io).
- * Waits for a free slice.  Returns 0 (cb will be called once) or -EINVAL.
+ * Waits for a free slice.  Returns 0 (cb will be called once), -EINVAL, or
+ * -ENOBUFS (no slice free, on a thread in pool_nowait: nothing done).
  */
 int blk_read(struct blk_dev *d, uint64_t off, size_t len, blk_done_fn cb, void *arg);
 
@@ -199,8 +200,20 @@ struct blk_req *blk_write_prepare(struct blk_dev *d, uint64_t off, size_t len, v
  * caller.  Never waits.
  */
 struct blk_req *blk_write_prepare_in(struct blk_dev *d, uint64_t off, size_t len, void *slice, void *data);
-/* Submit a prepared write; cb is called exactly once. */
+/*
+ * Submit a prepared write; cb is called exactly once.  Waits while a
+ * write in flight overlaps it (blk_write_claim, then blk_write_go).
+ */
 void blk_write_submit(struct blk_req *r, blk_done_fn cb, void *arg);
+/*
+ * blk_write_submit in two steps, for a caller that must not wait: claim
+ * r's blocks against the writes in flight (wait: until none overlaps;
+ * else -ENOBUFS at once when one does, nothing done: r is still the
+ * caller's to claim again, submit or cancel), then, once claimed, go
+ * (cb called exactly once).  Returns 0 or -ENOBUFS.
+ */
+int blk_write_claim(struct blk_req *r, bool wait);
+void blk_write_go(struct blk_req *r, blk_done_fn cb, void *arg);
 /* Abandon a prepared write (returns its slice). */
 void blk_write_cancel(struct blk_req *r);
 

@@ -7,6 +7,7 @@
  * mutex and condition variable either way.
  */
 #include "ctxpool.h"
+#include "pool.h"
 
 #include <errno.h>
 #include <pthread.h>
@@ -63,6 +64,8 @@ static void *take(struct ctxpool *p)
 
 void *ctxpool_get(struct ctxpool *p)
 {
+	if (pool_nowait())
+		return ctxpool_tryget(p);
 	pthread_mutex_lock(&p->lock);
 	while (p->nfree == 0) {
 		p->nwaiting++;

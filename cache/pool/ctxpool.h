@@ -30,7 +30,7 @@ struct ctxpool;
  */
 int ctxpool_create(struct ctxpool **out, size_t obj_size, unsigned n);
 
-/* Take an object, waiting while none is free.  Never NULL. */
+/* Take an object, waiting while none is free: never NULL, but on a thread in pool_nowait (pool.h). */
 void *ctxpool_get(struct ctxpool *p);
 
 /* Take an object if one is free, else NULL (never waits). */

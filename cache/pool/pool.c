@@ -61,8 +61,16 @@ static void *take(struct buf_pool *p, unsigned *index)
 	return p->base + (size_t)i * p->slice_size;
 }
 
+static _Thread_local bool nowait;
+
+void pool_nowait_set(bool on) { nowait = on; }
+
+bool pool_nowait(void) { return nowait; }
+
 void *buf_pool_get(struct buf_pool *p, unsigned *index)
 {
+	if (nowait)
+		return buf_pool_tryget(p, index);
 	pthread_mutex_lock(&p->lock);
 	while (p->nfree == 0)
 		pthread_cond_wait(&p->cv, &p->lock);

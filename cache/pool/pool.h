@@ -9,6 +9,7 @@
 #ifndef ISERFUSE_POOL_H
 #define ISERFUSE_POOL_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -22,10 +23,23 @@ struct buf_pool;
  */
 int buf_pool_create(struct buf_pool **out, size_t slice_size, unsigned nslices);
 
-/* Take a slice, waiting while none is free.  *index (may be NULL) gets its number, 0..nslices-1. */
+/*
+ * Take a slice, waiting while none is free (NULL instead, on a thread in
+ * pool_nowait).  *index (may be NULL) gets its number, 0..nslices-1.
+ */
 void *buf_pool_get(struct buf_pool *p, unsigned *index);
 /* Take a slice if one is free, else NULL. */
 void *buf_pool_tryget(struct buf_pool *p, unsigned *index);
+/*
+ * A thread that must never wait (an event thread serving requests as
+ * they come) marks itself while it makes requests: buf_pool_get and
+ * ctxpool_get then give NULL where they would wait, and the callers below
+ * them (block I/O, the block cache, route) answer -ENOBUFS with nothing
+ * done, so the request can go to a thread that may wait.  Per thread.
+ */
+void pool_nowait_set(bool on);
+bool pool_nowait(void);
+
 /* Return a slice obtained from this pool.  Passing anything else aborts. */
 void buf_pool_put(struct buf_pool *p, void *slice);
 

@@ -9,11 +9,13 @@
  */
 #include <errno.h>
 #include <fcntl.h>
+#include <linux/fuse.h>
 #include <stdatomic.h>
 #include <stdint.h>
 #include <unistd.h>
 
 #include "fs_priv.h"
+#include "gateway/fuse/fuse_io.h"
 #include "gateway/fuse/fuse_rx.h"
 
 /* ---- route.c's answers ---- */
@@ -23,7 +25,9 @@
 static void reply_read(void *arg, int err, const struct iovec *iov, int n)
 {
 	fuse_req_t req = arg;
-	if (err)
+	if (gw_io_raw(arg))
+		gw_io_reply(arg, err, iov, n);
+	else if (err)
 		fuse_reply_err(req, err);
 	else if (n <= 1)
 		fuse_reply_buf(req, n ? iov[0].iov_base : NULL, n ? iov[0].iov_len : 0);
@@ -33,13 +37,22 @@ static void reply_read(void *arg, int err, const struct iovec *iov, int n)
 
 static void reply_write(void *arg, int err, size_t len)
 {
-	if (err)
+	if (gw_io_raw(arg)) {
+		struct fuse_write_out out = {.size = (uint32_t)len};
+		gw_io_reply(arg, err, &(struct iovec){&out, sizeof(out)}, 1);
+	} else if (err)
 		fuse_reply_err(arg, err);
 	else
 		fuse_reply_write(arg, len);
 }
 
-static void reply_status(void *arg, int err) { fuse_reply_err(arg, err); }
+static void reply_status(void *arg, int err)
+{
+	if (gw_io_raw(arg))
+		gw_io_reply(arg, err, NULL, 0);
+	else
+		fuse_reply_err(arg, err);
+}
 
 static void reply_seek(void *arg, int err, uint64_t off)
 {
@@ -66,12 +79,7 @@ const struct route_sink gw_io_sink = {
  */
 static struct gw_file *file_of(const struct fuse_file_info *fi, struct gw_file *direct_tmp)
 {
-	struct gw_file *f = gw_fh_ptr(fi->fh);
-	if (!f && fi->fh && (fi->flags & O_DIRECT)) {
-		*direct_tmp = (struct gw_file){.direct = true};
-		f = direct_tmp;
-	}
-	return f;
+	return gw_file_of(fi->fh, fi->flags, direct_tmp);
 }
 
 /* ---- the handlers ---- */

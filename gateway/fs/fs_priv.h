@@ -9,6 +9,7 @@
 #ifndef ISERFUSE_FS_PRIV_H
 #define ISERFUSE_FS_PRIV_H
 
+#include <fcntl.h>
 #include <stdbool.h>
 #include <sys/stat.h>
 
@@ -27,6 +28,23 @@ static inline struct gw_lun *gw_lun_by_ino(struct gw *g, fuse_ino_t ino)
 	if (ino < 2 || ino - 2 >= gw_nluns(g))
 		return NULL;
 	return &g->luns[ino - 2];
+}
+
+/*
+ * For a write: the open file's struct gw_file from its handle fh (NULL
+ * without the block cache).  One opened by an earlier worker
+ * (supervisor.h) has none here; if it was opened O_DIRECT (flags: the
+ * file's, which the kernel passes with each request) its writes still
+ * bypass the cache, through direct_tmp (used only during the submission).
+ */
+static inline struct gw_file *gw_file_of(uint64_t fh, int flags, struct gw_file *direct_tmp)
+{
+	struct gw_file *f = gw_fh_ptr(fh);
+	if (!f && fh && (flags & O_DIRECT)) {
+		*direct_tmp = (struct gw_file){.direct = true};
+		f = direct_tmp;
+	}
+	return f;
 }
 
 /*

@@ -18,6 +18,7 @@
 #include <unistd.h>
 
 #include "cache/pool/ctxpool.h"
+#include "cache/pool/pool.h"
 #include "gateway/gateway.h"
 
 const struct route_backend route_blk_backend = {
@@ -25,6 +26,8 @@ const struct route_backend route_blk_backend = {
 	.blk_write_prepare = blk_write_prepare,
 	.blk_write_prepare_in = blk_write_prepare_in,
 	.blk_write_submit = blk_write_submit,
+	.blk_write_claim = blk_write_claim,
+	.blk_write_go = blk_write_go,
 	.blk_write_cancel = blk_write_cancel,
 	.blk_sync = blk_sync,
 	.blk_discard = blk_discard,
@@ -271,7 +274,7 @@ int route_write_prepare_in(struct gw_lun *l, bool o_direct, int64_t off, size_t 
 		}
 	}
 	*r = cur_backend()->blk_write_prepare(&l->dev, (uint64_t)off, *len, payload);
-	return *r ? 0 : EINVAL;
+	return *r ? 0 : pool_nowait() ? ENOBUFS : EINVAL;
 }
 
 void route_write_cancel(struct blk_req *r) { cur_backend()->blk_write_cancel(r); }
@@ -309,6 +312,50 @@ void route_write_submit(struct gw_lun *l, struct gw_file *f, struct blk_req *r, 
 		return;
 	}
 	cur_backend()->blk_write_submit(r, write_done, arg);
+}
+
+int route_read_try(struct gw_lun *l, struct gw_file *f, bool o_direct, int64_t off, size_t size, size_t max_io,
+		   void *arg)
+{
+	/* the cache's reads may wait (contexts, fills): only block I/O's, as route_read picks them */
+	if (l->cdev && !(f && f->direct && cur_backend()->bcache_dev_empty(l->cdev)))
+		return ENOBUFS;
+	pool_nowait_set(true);
+	int rc = route_read(l, f, o_direct, off, size, max_io, arg);
+	pool_nowait_set(false);
+	return rc;
+}
+
+int route_write_try(struct gw_lun *l, struct gw_file *f, struct blk_req *r, uint64_t off, size_t len,
+		    const void *payload, void *arg)
+{
+	const struct route_backend *be = cur_backend();
+	if (!be->blk_write_claim || !be->blk_write_go || (l->cdev && !(f && f->direct)))
+		return ENOBUFS; /* write-back or a backend without the two steps: route_write_submit may wait */
+	struct cache_write_ctx *cw = NULL;
+	if (l->cdev) {
+		pool_nowait_set(true);
+		cw = ctx_get();
+		pool_nowait_set(false);
+		if (!cw)
+			return ENOBUFS;
+	}
+	if (be->blk_write_claim(r, false)) {
+		if (cw)
+			ctx_put(cw);
+		return ENOBUFS;
+	}
+	stamp_write(l);
+	if (!cw) {
+		be->blk_write_go(r, write_done, arg);
+		return 0;
+	}
+	*cw = (struct cache_write_ctx){.arg = arg, .cdev = l->cdev};
+	pool_nowait_set(true); /* no write context free: the write is not tracked, the blocks it changes are dropped */
+	cw->w = be->bcache_write_begin(l->cdev, off, len, payload);
+	pool_nowait_set(false);
+	be->blk_write_go(r, cached_write_done, cw);
+	return 0;
 }
 
 /* A status alone (discard, zero range, sync) for the sink. */

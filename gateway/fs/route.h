@@ -55,6 +55,8 @@ struct route_backend {
 	struct blk_req *(*blk_write_prepare)(struct blk_dev *d, uint64_t off, size_t len, void **payload);
 	struct blk_req *(*blk_write_prepare_in)(struct blk_dev *d, uint64_t off, size_t len, void *slice, void *data);
 	void (*blk_write_submit)(struct blk_req *r, blk_done_fn cb, void *arg);
+	int (*blk_write_claim)(struct blk_req *r, bool wait); /* optional, with blk_write_go: route_write_try */
+	void (*blk_write_go)(struct blk_req *r, blk_done_fn cb, void *arg);
 	void (*blk_write_cancel)(struct blk_req *r);
 	int (*blk_sync)(struct blk_dev *d, blk_done_fn cb, void *arg);
 	int (*blk_discard)(struct blk_dev *d, const struct discard_caps *c, uint64_t off, uint64_t len, bool punch,
@@ -122,6 +124,16 @@ int route_read(struct gw_lun *l, struct gw_file *f, bool o_direct, int64_t off, 
 	       void *arg);
 
 /*
+ * route_read for a thread that must never wait (the event thread serving
+ * FUSE requests, pool.h's pool_nowait): the same answers, or ENOBUFS with
+ * nothing done and no answer when the read would go through the block
+ * cache (whose reads may wait) or no pool slice is free.  The caller then
+ * hands the request to a thread that may wait.
+ */
+int route_read_try(struct gw_lun *l, struct gw_file *f, bool o_direct, int64_t off, size_t size, size_t max_io,
+		   void *arg);
+
+/*
  * Start a write of *len bytes at byte offset off of l (alignment as for
  * route_read).  *len is cut at the end of the LUN (a short write, as on a
  * block device) and to max_io.  Returns a positive errno without an
@@ -149,6 +161,19 @@ int route_write_prepare(struct gw_lun *l, bool o_direct, int64_t off, size_t *le
  */
 int route_write_prepare_in(struct gw_lun *l, bool o_direct, int64_t off, size_t *len, size_t max_io, void *slice,
 			   void *data, struct blk_req **r, void **payload, bool *in_place, void *arg);
+
+/*
+ * route_write_submit for a thread that must never wait: 0 (submitted,
+ * sink->write_done is called once), or ENOBUFS with nothing done (r still
+ * the caller's, for route_write_submit on a thread that may wait, or
+ * route_write_cancel): a write that write-back would keep (f not O_DIRECT
+ * on a cached LUN), a write in flight over the same blocks, no route
+ * context free, a backend without blk_write_claim.  With the cache, a
+ * write that finds no cache write context free drops the cached blocks it
+ * changes instead of tracking them (bcache_write_begin).
+ */
+int route_write_try(struct gw_lun *l, struct gw_file *f, struct blk_req *r, uint64_t off, size_t len,
+		    const void *payload, void *arg);
 
 /*
  * Send a write route_write_prepare started (len bytes at off, the data at

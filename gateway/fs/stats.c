@@ -15,6 +15,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "gateway/fuse/fuse_io.h"
 #include "gateway/fuse/fuse_uring.h"
 #include "gateway/gateway.h"
 #include "gateway/handover/lifestate.h"
@@ -188,6 +189,11 @@ int gw_stats_render(struct gw *g, char **out, size_t *len)
 	fprintf(f, "fuse_path %s\n", gw_fuse_uring_path(g->uring));
 	for (size_t i = 0; i < sizeof(rows) / sizeof(rows[0]); i++)
 		fprintf(f, "%s %llu\n", rows[i].key, (unsigned long long)*(const uint64_t *)((const char *)&n + rows[i].off));
+	uint64_t io_fast = 0, io_handed = 0;
+	if (g->io)
+		gw_io_counts(g->io, &io_fast, &io_handed);
+	fprintf(f, "io_thread_requests %llu\nio_thread_handed_off %llu\n", (unsigned long long)io_fast,
+		(unsigned long long)io_handed);
 	const struct gw_life_state *st = gw_life.st; /* workers replaced, requests the kernel resent (supervisor.h) */
 	fprintf(f, "worker_restarts %llu\nrequests_resent %llu\n", st ? (unsigned long long)atomic_load(&st->restarts) : 0ull,
 		st ? (unsigned long long)atomic_load(&st->resent) : 0ull);

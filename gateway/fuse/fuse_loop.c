@@ -34,6 +34,7 @@
 #include "initiator/util/clock.h"
 #include "initiator/util/log.h"
 #include "initiator/util/thread.h"
+#include "fuse_io.h"
 #include "fuse_rx.h"
 
 /* The private signal that makes a reader's read(2) of /dev/fuse return EINTR. */
@@ -57,14 +58,18 @@ struct reader {
 	struct fuse_buf buf;   /* the reader's; libfuse allocates its memory at the first read */
 	struct gw_rx rx;       /* the reader's receive slice (fuse_rx.h) */
 	struct fuse_buf rxbuf; /* a request read into rx's slice */
+	struct gw_rx hrx;      /* the slice of a request the I/O thread handed over (fuse_io.h) */
+	struct fuse_buf hbuf;  /* that request */
 	_Atomic int state;     /* enum reader_state: R_LIVE by the supervisor, R_ENDED by the reader */
 	atomic_bool busy;      /* in a handler */
+	atomic_bool in_read;   /* reading /dev/fuse itself */
 	atomic_bool retire;    /* the supervisor asks this stand-in to end */
 	bool standin;          /* supervisor only */
 };
 
 struct loop {
 	struct fuse_session *se;
+	struct gw_io *io;      /* the I/O thread, NULL: the readers read every request */
 	int efd;               /* eventfd: readers wake the supervisor */
 	atomic_uint idle;      /* readers not in a handler */
 	atomic_ulong handled;  /* handlers finished, ever */
@@ -126,9 +131,21 @@ static void *reader_run(void *arg)
 	struct loop *lp = r->lp;
 	while (!fuse_session_exited(lp->se) && !atomic_load_explicit(&r->retire, memory_order_relaxed)) {
 		struct fuse_buf *fb;
-		int res = reader_receive(r, &fb);
-		if (res == -EINTR)
-			continue; /* kicked: the loop's condition says whether to go on */
+		void *item = NULL;
+		int res;
+		if (lp->io && gw_io_serving(lp->io)) {
+			item = gw_io_take(lp->io, &r->hrx, &r->hbuf, &r->retire);
+			if (!item)
+				continue; /* woken: serving stopped, a stop, a retire */
+			fb = &r->hbuf;
+			res = (int)fb->size;
+		} else {
+			atomic_store(&r->in_read, true);
+			res = reader_receive(r, &fb);
+			atomic_store(&r->in_read, false);
+		}
+		if (res == -EINTR || res == -EAGAIN)
+			continue; /* kicked, or the I/O thread serves (non-blocking): the loop's condition says what next */
 		if (res <= 0) {
 			/* 0: the session exited, or ENODEV (unmounted) made libfuse exit it */
 			if (res < 0)
@@ -140,7 +157,10 @@ static void *reader_run(void *arg)
 		if (atomic_fetch_sub(&lp->idle, 1) == 1 && !atomic_exchange(&lp->armed, true))
 			loop_wake(lp); /* the last idle reader: the supervisor checks for a stall */
 		fuse_session_process_buf(lp->se, fb);
-		gw_rx_done(&r->rx);
+		if (item)
+			gw_io_done(lp->io, &r->hrx, item);
+		else
+			gw_rx_done(&r->rx);
 		atomic_fetch_add_explicit(&lp->handled, 1, memory_order_relaxed);
 		atomic_fetch_add(&lp->idle, 1);
 		atomic_store_explicit(&r->busy, false, memory_order_relaxed);
@@ -161,6 +181,8 @@ static int reader_start(struct loop *lp, bool standin)
 			continue;
 		memset(&r->buf, 0, sizeof(r->buf));
 		memset(&r->rx, 0, sizeof(r->rx));
+		memset(&r->hrx, 0, sizeof(r->hrx));
+		atomic_store(&r->in_read, false);
 		r->lp = lp;
 		r->standin = standin;
 		atomic_store(&r->busy, false);
@@ -248,8 +270,24 @@ static void standins_retire(struct loop *lp, unsigned n)
 			continue;
 		atomic_store(&r->retire, true);
 		pthread_kill(r->t, LOOP_KICK_SIGNAL);
+		if (lp->io)
+			gw_io_wake_all(lp->io);
 		n--;
 	}
+}
+
+/* While the I/O thread serves: kick the readers still in read(2) of /dev/fuse; whether there were any. */
+static bool readers_kick_reading(struct loop *lp)
+{
+	bool any = false;
+	for (unsigned i = 0; i < lp->max; i++) {
+		struct reader *r = &lp->r[i];
+		if (atomic_load(&r->state) == R_LIVE && atomic_load(&r->in_read)) {
+			pthread_kill(r->t, LOOP_KICK_SIGNAL);
+			any = true;
+		}
+	}
+	return any;
 }
 
 /*
@@ -263,6 +301,10 @@ static void supervise(struct loop *lp, const sigset_t *mask)
 	int64_t spare_since = -1;
 	while (!fuse_session_exited(lp->se)) {
 		readers_reap(lp);
+		if (lp->io && gw_io_serving(lp->io) && readers_kick_reading(lp)) {
+			loop_wait(lp, LOOP_KICK_MS * 1000, mask); /* until none reads /dev/fuse beside the I/O thread */
+			continue;
+		}
 		if (atomic_load(&lp->armed)) {
 			stall_check(lp, mask);
 			continue;
@@ -296,6 +338,8 @@ static void readers_stop(struct loop *lp, const sigset_t *mask)
 			if (atomic_load(&r->state) == R_LIVE && !atomic_load(&r->busy))
 				pthread_kill(r->t, LOOP_KICK_SIGNAL);
 		}
+		if (lp->io)
+			gw_io_wake_all(lp->io);
 		loop_wait(lp, LOOP_KICK_MS * 1000, mask);
 	}
 }
@@ -311,9 +355,15 @@ unsigned gw_fuse_loop_base(unsigned max_threads)
 	return n < max_threads ? n : max_threads;
 }
 
-int gw_fuse_loop(struct fuse_session *se, unsigned max_threads)
+/* The I/O thread started or stopped serving: the supervisor looks (fuse_io.h's on_change). */
+static void loop_io_change(void *arg)
 {
-	struct loop lp = {.se = se, .base = gw_fuse_loop_base(max_threads)};
+	loop_wake(arg);
+}
+
+int gw_fuse_loop(struct fuse_session *se, unsigned max_threads, struct gw_io *io)
+{
+	struct loop lp = {.se = se, .io = io, .base = gw_fuse_loop_base(max_threads)};
 	lp.max = max_threads > lp.base ? max_threads : lp.base;
 	lp.r = calloc(lp.max, sizeof(*lp.r));
 	lp.efd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
@@ -336,6 +386,8 @@ int gw_fuse_loop(struct fuse_session *se, unsigned max_threads)
 	sigdelset(&waitmask, SIGHUP);
 	sigdelset(&waitmask, SIGUSR1);
 
+	if (io)
+		gw_io_on_change(io, loop_io_change, &lp);
 	for (unsigned i = 0; i < lp.base; i++) {
 		int rc = reader_start(&lp, false);
 		if (rc)
@@ -348,6 +400,11 @@ int gw_fuse_loop(struct fuse_session *se, unsigned max_threads)
 		readers_stop(&lp, &waitmask);
 	}
 
+	if (io) {
+		gw_io_stop(io); /* before the reset: a reset session reads as not exited */
+		gw_io_on_change(io, NULL, NULL);
+		gw_io_close(io); /* what the I/O thread handed over and no reader took */
+	}
 	thread_quiet_end(&oldmask);
 	sigaction(LOOP_KICK_SIGNAL, &old_kick, NULL);
 	close(lp.efd);

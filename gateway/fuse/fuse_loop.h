@@ -11,6 +11,8 @@
 #define FUSE_USE_VERSION 312
 #include <fuse_lowlevel.h>
 
+struct gw_io;
+
 /* How long all readers must stay in their handlers, with none finishing, before a stand-in starts (ms). */
 #define GW_LOOP_STALL_MS 2
 /* How long more than the base count of readers must stay idle before a stand-in ends (ms). */
@@ -47,9 +49,15 @@ unsigned gw_fuse_loop_base(unsigned max_threads);
  * restored and se reset (fuse_session_reset) on return, as
  * fuse_session_loop_mt does.
  *
+ * With io (fuse_io.h; NULL: none), while an event thread serves /dev/fuse
+ * the readers do not read it: they run the requests it hands over, and
+ * are kicked out of a read(2) begun before it served; once it stops they
+ * read again.  What is still handed over at the end is dropped
+ * (gw_io_close).
+ *
  * Returns 0, or the first negative errno a reader's read failed with
  * (-ENOMEM, -EAGAIN when not even one reader could be started).
  */
-int gw_fuse_loop(struct fuse_session *se, unsigned max_threads);
+int gw_fuse_loop(struct fuse_session *se, unsigned max_threads, struct gw_io *io);
 
 #endif

@@ -108,6 +108,21 @@ void gw_rx_taken(void)
 	atomic_fetch_sub(&rx_held, 1);
 }
 
+void gw_rx_retake(void *slice)
+{
+	struct gw_rx *rx = rx_cur;
+	if (!rx || rx->slice || !slice)
+		return;
+	rx->slice = slice;
+	atomic_fetch_add(&rx_held, 1);
+}
+
+void gw_rx_adopt(struct gw_rx *rx, void *slice)
+{
+	rx->slice = slice;
+	rx_cur = rx;
+}
+
 void gw_rx_done(struct gw_rx *rx)
 {
 	(void)rx;

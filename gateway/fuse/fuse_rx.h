@@ -72,6 +72,13 @@ void *gw_rx_claim(const void *data);
 /* In a handler, after gw_rx_claim: the request now owns the slice (its end returns it to the pool). */
 void gw_rx_taken(void);
 
+/* In a handler, after gw_rx_taken: slice (the one gw_rx_claim gave) is the reader's again (its request did not take it). */
+void gw_rx_retake(void *slice);
+/*
+ * A request another thread read into a slice it held (fuse_io.c's hand-off): rx (holding none) takes
+ * the slice over, with its count, and the calling thread's request is rx until gw_rx_done.
+ */
+void gw_rx_adopt(struct gw_rx *rx, void *slice);
 /* After the handler returned: the calling thread has no request in rx any more. */
 void gw_rx_done(struct gw_rx *rx);
 

@@ -70,6 +70,9 @@ const struct gw_opt gw_opts[GW_OPT_COUNT] = {
 	[GW_OPT_MAX_THREADS] = {"max_threads", GW_OPT_INT, "N", 256, "256", 1, 4096, 0, 0,
 				"most FUSE reader threads: one per two CPUs (at least 1), and stand-ins\n"
 				"while they all wait for free buffers or command slots (-s: one)"},
+	[GW_OPT_IO_THREADS] = {"io_threads", GW_OPT_INT, "N", 1, "1", 0, 1, 0, 0,
+			       "event threads that also read /dev/fuse and run READ and WRITE to\n"
+			       "completion: 1, the first connection's; 0: the FUSE readers read all"},
 	[GW_OPT_ALLOW_OTHER] = {"allow_other", GW_OPT_FLAG, NULL, 0, "off", 0, 0, 0, 1,
 				"let other users use the mount (needs user_allow_other)"},
 	[GW_OPT_MULTIPATH] = {"multipath", GW_OPT_STR, "on|off", 0, "on", 0, 0, 0, 0,
@@ -102,7 +105,7 @@ static const enum gw_opt_id help_order[] = {
 	GW_OPT_WRITEBACK, GW_OPT_HEADER_DIGEST, GW_OPT_DATA_DIGEST, GW_OPT_TRANSPORT, GW_OPT_MULTIPATH, GW_OPT_PORTAL,
 	GW_OPT_DISCOVER_PORTALS, GW_OPT_ACCEPT_UNLISTED_PORTALS, GW_OPT_SESSIONS, GW_OPT_PATH_SELECTOR,
 	GW_OPT_SECRET_FILE,
-	GW_OPT_LOG_LEVEL, GW_OPT_LOG_FILE, GW_OPT_MAX_THREADS, GW_OPT_IO_URING, GW_OPT_UMASK, GW_OPT_ALLOW_OTHER,
+	GW_OPT_LOG_LEVEL, GW_OPT_LOG_FILE, GW_OPT_IO_THREADS, GW_OPT_MAX_THREADS, GW_OPT_IO_URING, GW_OPT_UMASK, GW_OPT_ALLOW_OTHER,
 };
 _Static_assert(sizeof(help_order) / sizeof(help_order[0]) == GW_OPT_COUNT, "every option in --help");
 

@@ -33,6 +33,7 @@ enum gw_opt_id {
 	GW_OPT_UMASK,
 	GW_OPT_MAX_THREADS,
 	GW_OPT_SESSIONS,
+	GW_OPT_IO_THREADS,
 	GW_OPT_NUMERIC_COUNT, /* the entries before this one have numeric values */
 	GW_OPT_CONFIG = GW_OPT_NUMERIC_COUNT,
 	GW_OPT_INITIATOR_NAME,

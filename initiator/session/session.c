@@ -35,6 +35,9 @@ const struct iscsi_transport_hooks sess_hooks = {
 	.rx_pdu = sess_hook_rx_pdu,
 	.conn_lost = sess_hook_conn_lost,
 	.task_owns = sess_hook_task_owns,
+	.guest_fd = sess_hook_guest_fd,
+	.guest_run = sess_hook_guest_run,
+	.guest_live = sess_hook_guest_live,
 };
 
 static bool on_event_thread(const struct iscsi_session *s)
@@ -67,6 +70,7 @@ int iscsi_session_open(const struct iscsi_session_config *cfg, struct iscsi_sess
 	}
 	s->cfg = *cfg;
 	s->cancel_fd = -1;
+	atomic_store(&s->guest_fd, -1);
 	unsigned qd = cfg->queue_depth ? cfg->queue_depth : ISCSI_QUEUE_DEPTH_DEFAULT;
 	if (qd > ISCSI_QUEUE_DEPTH_MAX)
 		qd = ISCSI_QUEUE_DEPTH_MAX;

@@ -307,6 +307,24 @@ int iscsi_session_ping(struct iscsi_session *s);
 bool iscsi_session_in_callback(void);
 
 /*
+ * The event thread's guest (transport.h): from now on each event thread
+ * of s (over a transport that serves guests: TCP) also polls fd and, when
+ * it is readable, calls run(arg) as if in a completion callback: what run
+ * submits to any session never waits for a slot (-EAGAIN when none is
+ * free), and goes out in the same pass of the loop, without a kick
+ * through the eventfd.  run must never block.  live(arg, true) is called
+ * when an event thread starts serving the guest (also from this call when
+ * one runs already), live(arg, false) when it stops (the connection was
+ * lost or closed; from this call when fd < 0 removes the guest); both
+ * under s's lock, so they only set state and wake.  fd < 0 removes the
+ * guest (run and live may still be running on the event thread until its
+ * next pass: arg must outlive s).  Any thread, also run itself.  The
+ * descriptor stays the caller's.
+ */
+void iscsi_session_set_guest(struct iscsi_session *s, int fd, void (*run)(void *arg),
+			     void (*live)(void *arg, bool live), void *arg);
+
+/*
  * Whether cfg.verify found another device behind the session at its last
  * reinstatement (fenced: iscsi_session_submit fails with -EIO).  Any thread.
  */

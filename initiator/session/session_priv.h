@@ -142,6 +142,13 @@ struct iscsi_session {
 	pthread_t event_thread;     /* the connection's event thread, learnt in its first hook */
 	bool event_thread_known;
 
+	/* The event thread's guest (session_guest.c): fn and arg set before fd (release), under the lock. */
+	_Atomic int guest_fd;       /* -1: none; read lock-free by the event thread at every pass */
+	void (*guest_run)(void *arg);
+	void (*guest_live)(void *arg, bool live);
+	void *guest_arg;
+	bool guest_ev_live;         /* an event thread that serves a guest runs (its guest_live hook) */
+
 	/* Recovery (ERL 0): the recovery thread reconnects while state is SS_DOWN. */
 	pthread_t rec_thread;       /* written by open, joined by close: no lock */
 	bool rec_started;           /* idem */
@@ -335,6 +342,16 @@ bool sess_pick_any(const struct task *t);
 bool sess_pick_doomed(const struct task *t);
 /* Take every task pick selects out of the window queue (they then sit in no queue). */
 void sess_winq_drop(struct iscsi_session *s, bool (*pick)(const struct task *));
+
+/* Enter or leave a completion callback's context on this thread (iscsi_session_in_callback). */
+void sess_callback_enter(void);
+void sess_callback_leave(void);
+
+/* ---- session_guest.c: the event thread's guest (transport.h) ---- */
+
+int sess_hook_guest_fd(void *arg);
+void sess_hook_guest_run(void *arg);
+void sess_hook_guest_live(void *arg, bool live);
 
 /* ---- session_tx.c: transport hooks on the event thread (take the lock) ---- */
 

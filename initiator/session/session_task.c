@@ -183,6 +183,10 @@ static _Thread_local int in_callback;
 
 bool iscsi_session_in_callback(void) { return in_callback > 0; }
 
+void sess_callback_enter(void) { in_callback++; }
+
+void sess_callback_leave(void) { in_callback--; }
+
 /* Run a completion taken by sess_task_finish; lock NOT held. */
 void sess_run_completion(struct iscsi_session *s, struct completion *c)
 {

@@ -607,6 +607,9 @@ static void *event_thread(void *arg)
 	struct tcp_conn *c = arg;
 	int err = 0;
 	int64_t next_tick = clk_now_ms() + ISCSI_TICK_MS;
+	bool guest = c->hooks->guest_fd && c->hooks->guest_run && c->hooks->guest_live;
+	if (guest)
+		c->hooks->guest_live(c->sess, true);
 	while (!atomic_load(&c->ev.stop)) {
 		int64_t now = clk_now_ms();
 		if (now >= next_tick) {
@@ -622,14 +625,16 @@ static void *event_thread(void *arg)
 		pthread_mutex_unlock(&c->tx_lock);
 		if (err)
 			break;
-		struct pollfd p[2] = {
+		int gfd = guest ? c->hooks->guest_fd(c->sess) : -1;
+		struct pollfd p[3] = {
 			{.fd = c->fd, .events = POLLIN | (want_out ? POLLOUT : 0)},
 			{.fd = c->ev.fd, .events = POLLIN},
+			{.fd = gfd, .events = POLLIN},
 		};
 		int64_t wait = next_tick - clk_now_ms();
 		if (!iscsi_evthread_sleep(&c->ev))
 			wait = 0; /* kicked meanwhile: look at the socket, then loop */
-		int r = poll(p, 2, wait < 0 ? 0 : (int)wait);
+		int r = poll(p, gfd >= 0 ? 3 : 2, wait < 0 ? 0 : (int)wait);
 		iscsi_evthread_woke(&c->ev, r);
 		if (r < 0) {
 			if (errno == EINTR)
@@ -643,7 +648,12 @@ static void *event_thread(void *arg)
 			if ((err = rx_drain(c)))
 				break;
 		}
+		/* the guest's work, queued now, goes out at the top of the next pass */
+		if (gfd >= 0 && (p[2].revents & (POLLIN | POLLERR | POLLHUP)))
+			c->hooks->guest_run(c->sess);
 	}
+	if (guest)
+		c->hooks->guest_live(c->sess, false);
 	if (err)
 		log_debug("%s: connection error: %s", c->peer, strerror(-err));
 	pthread_mutex_lock(&c->tx_lock); /* a direct send in progress ends (with its tx_done) first */

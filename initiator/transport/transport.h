@@ -96,6 +96,20 @@ struct iscsi_transport_hooks {
 	 * re-issue under a new ITT) never writes into a buffer handed back.
 	 */
 	bool (*task_owns)(void *sess, uint32_t itt, const void *buf, uint32_t len);
+	/*
+	 * Optional, all three or none (a transport may ignore them: iSER
+	 * does).  The event thread's guest: one more descriptor its poll
+	 * waits on, so that the thread that waits for the target also waits
+	 * for the work that makes commands (the gateway's /dev/fuse).
+	 * guest_fd is read at every pass of the loop (-1: none now);
+	 * guest_run is called when it is readable, without any lock held, and
+	 * what it queues is sent by the same pass; guest_live says that an
+	 * event thread that serves the guest starts (true, before its first
+	 * poll) or ends (false, after its last guest_run).
+	 */
+	int (*guest_fd)(void *sess);
+	void (*guest_run)(void *sess);
+	void (*guest_live)(void *sess, bool live);
 };
 
 #define ISCSI_TICK_MS 1000

@@ -10,7 +10,7 @@
 # CELLS.json is a list of cells, one per peer, workload, queue depth and
 # round:
 #
-#   {"series": "raw" | "libiscsi" | "gateway" | "gateway-s" | "gateway-uring"
+#   {"series": "raw" | "libiscsi" | "gateway" | "gateway-readers" | "gateway-s" | "gateway-uring"
 #              | "nullfuse-dev" | "nullfuse-mt" | "nullfuse-uring",
 #    "workload": "randread" | "randwrite", "qd": 1, "round": 1,
 #    "iops": 12345.0,
@@ -231,7 +231,7 @@ def compute_counts(cells):
     return out
 
 
-COUNT_SERIES = ["gateway", "gateway-s", "gateway-uring", "raw", "nullfuse-dev", "nullfuse-uring"]
+COUNT_SERIES = ["gateway", "gateway-readers", "gateway-s", "gateway-uring", "raw", "nullfuse-dev", "nullfuse-uring"]
 
 
 def counts_table(cells, top=3):

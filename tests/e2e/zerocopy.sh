@@ -83,23 +83,6 @@ zc_mount() {
 	wait_lun "$mnt" 300 "$daemon"
 }
 
-# sigterm_check WHAT: SIGTERM to $daemon; it exits 0 within 10 s and the mount is gone
-sigterm_check() {
-	local rc=0
-	if [[ -z $daemon ]] || ! kill -0 "$daemon" 2>/dev/null; then
-		fail "$1 (no daemon running)"
-		return
-	fi
-	kill -TERM "$daemon"
-	if wait_exit "$daemon" 100; then
-		wait "$daemon" || rc=$?
-		check_eq "$1: exit status 0, nothing mounted" "$rc $(is_mounted "$mnt" && echo mounted || echo gone)" "0 gone"
-		daemon=''
-	else
-		fail "$1 within 10 s"
-	fi
-}
-
 if ! zc_mount "$work/daemon.log" -o cache_size=0; then
 	fail "mount with cache_size=0: $mnt/lun1 is there"
 	note "$work/daemon.log"

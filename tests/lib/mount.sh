@@ -96,6 +96,24 @@ dd_check() {
 	return "$rc"
 }
 
+# sigterm_check WHAT: SIGTERM to $daemon (a daemon started with -f in the background); it
+# exits 0 within 10 s and $mnt is no longer mounted; clears $daemon
+sigterm_check() {
+	local rc=0
+	if [[ -z $daemon ]] || ! kill -0 "$daemon" 2>/dev/null; then
+		fail "$1 (no daemon running)"
+		return
+	fi
+	kill -TERM "$daemon"
+	if wait_exit "$daemon" 100; then
+		wait "$daemon" || rc=$?
+		check_eq "$1: exit status 0, nothing mounted" "$rc $(is_mounted "$mnt" && echo mounted || echo gone)" "0 gone"
+		daemon=''
+	else
+		fail "$1 within 10 s"
+	fi
+}
+
 # unmount_check: fusermount3 -u $work/mnt, then the daemon ($daemon) must exit 0
 # and neither its log ($work/daemon.log) nor its report files (suite.sh) hold a
 # sanitizer report; clears $daemon.
