@@ -259,6 +259,8 @@ int gw_stats_render(struct gw *g, char **out, size_t *len);
 void gw_stats_open(fuse_req_t req, struct fuse_file_info *fi);
 void gw_stats_read(fuse_req_t req, size_t size, off_t off, struct fuse_file_info *fi);
 void gw_stats_release(fuse_req_t req, struct fuse_file_info *fi);
+/* The snapshots of .stats opens no RELEASE came for (a stop, a worker ending with one open): freed. */
+void gw_stats_free_all(void);
 /* SEEK_DATA / SEEK_HOLE in the open file's snapshot (reply sent). */
 void gw_stats_lseek(fuse_req_t req, off_t off, int whence, struct fuse_file_info *fi);
 

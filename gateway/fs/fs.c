@@ -252,6 +252,7 @@ void gw_files_free_all(struct gw *g)
 {
 	while (g->files)
 		gw_file_free(g, g->files);
+	gw_stats_free_all(); /* .stats opens too */
 }
 
 static void release_done(void *arg, int err, const void *data, size_t len)

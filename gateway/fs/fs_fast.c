@@ -22,8 +22,9 @@ static bool fast_read(struct gw *g, const struct fuse_in_header *h, size_t len)
 	if (len < sizeof(*h) + sizeof(*a) || !l)
 		return false;
 	void *arg = gw_io_raw_arg(h->unique);
-	int err = route_read_try(l, gw_fh_ptr(a->fh), (a->flags & O_DIRECT) != 0, (int64_t)a->offset, a->size,
-				 g->max_io, arg);
+	struct gw_file direct_tmp; /* a file an earlier worker opened O_DIRECT: still direct here */
+	int err = route_read_try(l, gw_file_of(a->fh, (int)a->flags, &direct_tmp), (a->flags & O_DIRECT) != 0,
+				 (int64_t)a->offset, a->size, g->max_io, arg);
 	if (err == ENOBUFS)
 		return false;
 	if (err)

@@ -9,6 +9,7 @@
  * filled in take_snapshot.
  */
 #include <errno.h>
+#include <pthread.h>
 #include <stdatomic.h>
 #include <stddef.h>
 #include <stdio.h>
@@ -217,13 +218,43 @@ struct stats_file {
 	atomic_uint refs;
 	size_t len;
 	char *text;
+	struct stats_file *prev, *next; /* on open_list until its release (open_lock) */
 };
+
+/* The open snapshots, freed at the stop when no RELEASE came (a worker that ends with one open). */
+static pthread_mutex_t open_lock = PTHREAD_MUTEX_INITIALIZER;
+static struct stats_file *open_list;
 
 static void stats_file_put(struct stats_file *sf)
 {
 	if (atomic_fetch_sub(&sf->refs, 1) == 1) {
 		free(sf->text);
 		free(sf);
+	}
+}
+
+static void open_list_remove(struct stats_file *sf)
+{
+	pthread_mutex_lock(&open_lock);
+	if (sf->prev)
+		sf->prev->next = sf->next;
+	else
+		open_list = sf->next;
+	if (sf->next)
+		sf->next->prev = sf->prev;
+	pthread_mutex_unlock(&open_lock);
+}
+
+void gw_stats_free_all(void)
+{
+	pthread_mutex_lock(&open_lock);
+	struct stats_file *sf = open_list;
+	open_list = NULL;
+	pthread_mutex_unlock(&open_lock);
+	while (sf) {
+		struct stats_file *next = sf->next;
+		stats_file_put(sf);
+		sf = next;
 	}
 }
 
@@ -241,6 +272,12 @@ void gw_stats_open(fuse_req_t req, struct fuse_file_info *fi)
 		return;
 	}
 	atomic_init(&sf->refs, 1); /* the open file's */
+	pthread_mutex_lock(&open_lock);
+	sf->next = open_list;
+	if (open_list)
+		open_list->prev = sf;
+	open_list = sf;
+	pthread_mutex_unlock(&open_lock);
 	fi->fh = gw_fh_make(sf);
 	fi->direct_io = 1; /* the size changes between snapshots: read until EOF */
 	fi->nonseekable = 1; /* no pread, so sendfile(2) falls back to read(2) rather than seeing size 0 as EOF */
@@ -269,8 +306,10 @@ void gw_stats_read(fuse_req_t req, size_t size, off_t off, struct fuse_file_info
 void gw_stats_release(fuse_req_t req, struct fuse_file_info *fi)
 {
 	struct stats_file *sf = gw_fh_ptr(fi->fh);
-	if (sf)
+	if (sf) {
+		open_list_remove(sf);
 		stats_file_put(sf);
+	}
 	fuse_reply_err(req, 0);
 }
 

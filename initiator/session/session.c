@@ -222,7 +222,8 @@ static int submit(struct iscsi_session *s, const struct iscsi_cmd *cmd, bool syn
 			atomic_fetch_add_explicit(&s->direct_senders, 1, memory_order_relaxed);
 		} else {
 			s->t->ops->kick(s->t); /* under the lock: s->t cannot be replaced meanwhile */
-			atomic_fetch_add_explicit(&s->tx_kicks, 1, memory_order_relaxed);
+			if (!on_event_thread(s)) /* the event thread's own submissions (its guest) go out in its next pass */
+				atomic_fetch_add_explicit(&s->tx_kicks, 1, memory_order_relaxed);
 		}
 	} else {
 		sess_winq_push(s, t);

@@ -25,6 +25,8 @@
 #     with verify and a stat/.stats loop: fio exits 0, no request is
 #     answered ENOMEM (an old worker's event thread once read on after its
 #     loop ended and answered what it could not hand over so);
+#   - a file opened O_DIRECT before a --restart: its reads and writes
+#     after it run on the event thread (io_thread_requests);
 # the daemon ends on SIGTERM with exit status 0; then remounts with
 # -o io_threads=0: the same O_DIRECT reads leave io_thread_requests at 0,
 # and two threads sleep once per read.
@@ -175,6 +177,30 @@ wait "$loop" 2>/dev/null || true
 check_eq "8 worker restarts under O_DIRECT fio with verify: each restart succeeds, fio exits 0" "$fails $rc" "0 0"
 nomem=$(cat "$work/fio.out" "$work/fio.err" "$work/stat.err" 2>/dev/null | grep -c "Cannot allocate memory" || true)
 check_eq "no request answered ENOMEM across the restarts" "$nomem" 0
+
+# A file opened O_DIRECT before a restart: the new worker has no struct gw_file for it (another
+# worker's handle), and its reads still run on the event thread, as its writes do.
+held=$(python3 - "$mnt" "$iserfuse" <<'PY' 2>"$work/held.err"
+import mmap, os, subprocess, sys
+mnt, exe = sys.argv[1], sys.argv[2]
+def stat(key):
+    with open(mnt + "/.stats") as f:
+        return int(next(l.split()[1] for l in f if l.split()[0] == key))
+fd = os.open(mnt + "/lun1", os.O_RDWR | os.O_DIRECT)
+buf = mmap.mmap(-1, 65536)
+os.preadv(fd, [buf], 0)
+subprocess.run([exe, "--restart", mnt], check=True, timeout=30, stdout=subprocess.DEVNULL)
+r0 = stat("io_thread_requests")
+for i in range(50):
+    os.preadv(fd, [buf], i * 65536)
+r1 = stat("io_thread_requests")
+for i in range(50):
+    os.pwritev(fd, [buf], i * 65536)
+print(r1 - r0, stat("io_thread_requests") - r1)
+PY
+)
+check_eq "a file opened O_DIRECT before a restart: its 50 reads and 50 writes run on the event thread" \
+	"$held" "50 50"
 sigterm_check "SIGTERM"
 
 if ! it_mount "$work/daemon0.log" -o io_threads=0; then
