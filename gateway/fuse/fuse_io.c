@@ -331,12 +331,8 @@ void gw_io_close(struct gw_io *io)
 	pthread_mutex_unlock(&io->lock);
 	while (it) {
 		struct io_item *next = it->next;
-		struct gw_rx rx = {0};
-		if (it->slice) {
-			gw_rx_adopt(&rx, it->slice);
-			gw_rx_done(&rx);
-			gw_rx_release(&rx);
-		}
+		struct gw_rx rx = {.slice = it->slice}; /* back to the pool, with its count */
+		gw_rx_release(&rx);
 		free(it);
 		it = next;
 	}
