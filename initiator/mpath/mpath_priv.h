@@ -118,6 +118,7 @@ struct mpath {
 	 * for these too.  The last one out broadcasts drain_cv under the lock.
 	 */
 	_Atomic unsigned callbacks_running;
+	_Atomic unsigned drain_waiters; /* mpath_drain calls waiting (seq_cst, see run_callback_unlock) */
 	unsigned peak_out;           /* the most commands in flight through the set at once */
 	struct mp_cmd *held_head, *held_tail;
 	unsigned nheld;
