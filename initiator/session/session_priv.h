@@ -130,6 +130,7 @@ enum sess_state { SS_UP, SS_DOWN, SS_STARTING, SS_CLOSED };
 struct iscsi_session {
 	pthread_mutex_t lock;       /* protects every field below unless noted */
 	pthread_cond_t slot_cv;     /* (CLOCK_MONOTONIC) a task slot was freed or the session went down */
+	unsigned slot_waiting;      /* submitters in pthread_cond_wait on slot_cv: a freed slot signals only then */
 	pthread_cond_t state_cv;    /* (CLOCK_MONOTONIC) logout answered, outstanding reached 0 */
 	struct iscsi_transport *t;  /* replaced only by the recovery thread, lock held; NULL while reaped */
 	/* Set at open; host and port change (lock held) at a permanent login redirection. */
@@ -252,9 +253,12 @@ struct iscsi_session {
 	 * Completions taken by sess_task_finish whose callback has not
 	 * returned yet: drain and close wait for these too (a callback
 	 * replies to the caller, whose own channel may close once drained).
-	 * The last one out broadcasts state_cv under the lock.
+	 * The last one out broadcasts state_cv under the lock when a drain or
+	 * close waits (drain_waiters).  Both sequentially consistent: either
+	 * the waiter sees the count at 0 or the last one out sees the waiter.
 	 */
 	_Atomic unsigned callbacks_running;
+	_Atomic unsigned drain_waiters;
 	struct lat_hist lat;        /* submission to completion of commands that got an answer: lock-free (atomics) */
 };
 

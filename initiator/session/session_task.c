@@ -160,7 +160,8 @@ void sess_task_finish(struct iscsi_session *s, struct task *t, struct completion
 	s->outstanding--;
 	t->next = s->free_list;
 	s->free_list = t;
-	pthread_cond_signal(&s->slot_cv);
+	if (s->slot_waiting)
+		pthread_cond_signal(&s->slot_cv);
 	if (s->outstanding == 0)
 		pthread_cond_broadcast(&s->state_cv);
 }
@@ -195,7 +196,7 @@ void sess_run_completion(struct iscsi_session *s, struct completion *c)
 	in_callback++;
 	c->cb(c->arg, &c->res);
 	in_callback--;
-	if (atomic_fetch_sub_explicit(&s->callbacks_running, 1, memory_order_acq_rel) == 1) {
+	if (atomic_fetch_sub(&s->callbacks_running, 1) == 1 && atomic_load(&s->drain_waiters)) {
 		pthread_mutex_lock(&s->lock); /* a drain waiting on state_cv sees the count under the lock */
 		pthread_cond_broadcast(&s->state_cv);
 		pthread_mutex_unlock(&s->lock);
