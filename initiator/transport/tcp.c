@@ -417,13 +417,21 @@ static int rx_data_in(struct tcp_conn *c, uint8_t *bhs, size_t hdr, size_t avail
 {
 	uint32_t dlen = iscsi_wire_dlen(bhs), pad = iscsi_pad_len(dlen);
 	uint32_t dd = c->ddig ? ISCSI_DIGEST_LEN : 0;
-	void *dest = NULL;
-	int rc = c->hooks->rx_data_dest(c->sess, bhs, &dest);
-	if (rc)
-		return rc;
-	c->rx_exact = dlen >= RX_EXACT_MIN;
 	const uint8_t *src = bhs + hdr;
 	size_t have = avail - hdr;
+	int rc;
+	c->rx_exact = dlen >= RX_EXACT_MIN;
+	if (have >= (size_t)dlen + pad + dd) {
+		/* all of it in rxbuf: the session checks and copies it with the PDU, in one lock round */
+		c->rxstart += hdr + dlen + pad + dd;
+		if (dd && (rc = check_data_digest(c, bhs, iscsi_crc32c(0, src, dlen + pad), src + dlen + pad)))
+			return rc;
+		atomic_fetch_add_explicit(&c->bytes_copied, dlen, memory_order_relaxed);
+		return c->hooks->rx_pdu(c->sess, bhs, src, dlen);
+	}
+	void *dest = NULL;
+	if ((rc = c->hooks->rx_data_dest(c->sess, bhs, &dest)))
+		return rc;
 	size_t copy = min_size(have, dlen);
 	memcpy(dest, src, copy);
 	atomic_fetch_add_explicit(&c->bytes_copied, copy, memory_order_relaxed);
