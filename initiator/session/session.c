@@ -31,6 +31,7 @@ const struct iscsi_transport_hooks sess_hooks = {
 	.tick = sess_hook_tick,
 	.tx_done = sess_hook_tx_done,
 	.tx_fill = sess_hook_tx_fill,
+	.tx_idle = sess_hook_tx_idle,
 	.rx_data_dest = sess_hook_rx_data_dest,
 	.rx_pdu = sess_hook_rx_pdu,
 	.conn_lost = sess_hook_conn_lost,
@@ -385,6 +386,7 @@ void iscsi_session_close(struct iscsi_session *s, int timeout_ms)
 	pthread_mutex_lock(&s->lock);
 	if (s->state == SS_UP) {
 		s->logout_want = true;
+		sess_tx_want(s);
 		s->t->ops->kick(s->t);
 		/* stopping: STOP_LOGOUT_MS, and never past the grace's end + STOP_LOGOUT_MS (one deadline for every path) */
 		int64_t wait_ms = LOGOUT_RSP_MS;

@@ -145,6 +145,12 @@ struct iscsi_session {
 
 	/* The event thread's guest (session_guest.c): fn and arg set before fd (release), under the lock. */
 	_Atomic int guest_fd;       /* -1: none; read lock-free by the event thread at every pass */
+	/*
+	 * tx_fill has something to send: set (sess_tx_want) under the lock
+	 * with what is queued (tx queue, NOP-Out, ping, TMF, Logout), made
+	 * exact again by every tx_fill; read lock-free by sess_hook_tx_idle.
+	 */
+	atomic_bool tx_any;
 	void (*guest_run)(void *arg);
 	void (*guest_live)(void *arg, bool live);
 	void *guest_arg;
@@ -368,6 +374,10 @@ void sess_wait_direct(struct iscsi_session *s);
 void sess_next_r2t(struct task *t);
 /* tx_fill hook: up to max (<= ISCSI_TX_BATCH_MAX) PDUs; returns how many. */
 int sess_hook_tx_fill(void *arg, struct iscsi_tx_slot *slots, int max);
+/* tx_idle hook: !tx_any. */
+bool sess_hook_tx_idle(void *arg);
+/* Something was queued for tx_fill (lock held): sets tx_any. */
+void sess_tx_want(struct iscsi_session *s);
 /* tx_done hook: n (<= ISCSI_TX_BATCH_MAX) slots written; completes tasks that waited for them. */
 void sess_hook_tx_done(void *arg, const struct iscsi_tx_slot *slots, int n);
 

@@ -272,6 +272,7 @@ static int rx_tmf_rsp(struct iscsi_session *s, const struct iscsi_bhs *h, const 
 		s->tmf_function = ISCSI_TMF_LUN_RESET;
 		s->tmf_itt = itt_next_reserved(ITT_GEN_TMF, s->tmf_itt);
 		s->tmf_want = true;
+		sess_tx_want(s);
 		return 0;
 	}
 	log_err("LOGICAL UNIT RESET refused (response %u): dropping the connection", r);
@@ -470,6 +471,7 @@ static int rx_nop_in(struct iscsi_session *s, const struct iscsi_bhs *h, const u
 		return 0;
 	}
 	s->nop_reply = true;
+	sess_tx_want(s);
 	s->nop_next = (unsigned)b;
 	s->nop_ttt = h->u.nop.ttt;
 	s->nop_lun = h->lun;

@@ -31,6 +31,7 @@ void sess_txq_push(struct iscsi_session *s, struct task *t)
 	else
 		s->tx_head = t;
 	s->tx_tail = t;
+	sess_tx_want(s);
 }
 
 /* The next task with something to send, taken off the tx queue; NULL when empty. */

@@ -125,6 +125,7 @@ static int tick_ping(struct iscsi_session *s, int64_t now, bool *kick)
 		}
 	} else if (!s->ping_want && now - quiet_since >= s->cfg.noop_interval_ms) {
 		s->ping_want = true;
+		sess_tx_want(s);
 		*kick = true;
 	}
 	return 0;

@@ -295,8 +295,21 @@ int sess_hook_tx_fill(void *arg, struct iscsi_tx_slot *slots, int max)
 		s->logout_sent = true;
 		s->logout_sent_ms = clk_now_ms();
 	}
+	atomic_store(&s->tx_any, s->tx_head || s->nop_reply || s->ping_want || s->tmf_want ||
+					 (s->logout_want && !s->logout_sent));
 	pthread_mutex_unlock(&s->lock);
 	return n;
+}
+
+void sess_tx_want(struct iscsi_session *s)
+{
+	atomic_store(&s->tx_any, true);
+}
+
+bool sess_hook_tx_idle(void *arg)
+{
+	struct iscsi_session *s = arg;
+	return !atomic_load(&s->tx_any);
 }
 
 /* tx_done hook: the slots' data was written; a task answered meanwhile completes now. */

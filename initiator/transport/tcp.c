@@ -616,6 +616,7 @@ static void *event_thread(void *arg)
 	int err = 0;
 	int64_t next_tick = clk_now_ms() + ISCSI_TICK_MS;
 	bool guest = c->hooks->guest_fd && c->hooks->guest_run && c->hooks->guest_live;
+	bool want_out = false;
 	if (guest)
 		c->hooks->guest_live(c->sess, true);
 	while (!atomic_load(&c->ev.stop)) {
@@ -626,13 +627,20 @@ static void *event_thread(void *arg)
 				break;
 		}
 		/* Clear the kick before pulling work so a later kick wakes us again. */
-		atomic_store(&c->ev.kicked, false);
-		pthread_mutex_lock(&c->tx_lock);
-		err = tx_flush(c, false);
-		bool want_out = c->iovpos < c->iovcnt;
-		pthread_mutex_unlock(&c->tx_lock);
-		if (err)
-			break;
+		bool kicked = atomic_exchange(&c->ev.kicked, false);
+		/*
+		 * The transmit round, unless nothing can be waiting: no kick (a
+		 * direct sender that left bytes, or any thread that queued, kicks),
+		 * no bytes of ours left, and the session has nothing (tx_idle).
+		 */
+		if (kicked || want_out || !c->hooks->tx_idle || !c->hooks->tx_idle(c->sess)) {
+			pthread_mutex_lock(&c->tx_lock);
+			err = tx_flush(c, false);
+			want_out = c->iovpos < c->iovcnt;
+			pthread_mutex_unlock(&c->tx_lock);
+			if (err)
+				break;
+		}
 		int gfd = guest ? c->hooks->guest_fd(c->sess) : -1;
 		struct pollfd p[3] = {
 			{.fd = c->fd, .events = POLLIN | (want_out ? POLLOUT : 0)},

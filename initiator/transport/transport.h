@@ -68,6 +68,13 @@ struct iscsi_transport_hooks {
 	 */
 	void (*tx_done)(void *sess, const struct iscsi_tx_slot *slots, int n);
 	/*
+	 * Optional, lock-free: nothing waits for tx_fill now.  An event loop
+	 * pass that was not kicked and has nothing of its own left to write
+	 * may then skip its transmit round (no transmit lock, no tx_fill): a
+	 * thread that queues a PDU from elsewhere kicks the transport.
+	 */
+	bool (*tx_idle)(void *sess);
+	/*
 	 * A Data-In BHS (48 bytes, AHS already consumed) arrived: return in
 	 * *dest where its DataSegmentLength bytes must go (validated against the
 	 * task's buffer).  Returns 0, or a negative errno: the transport then
