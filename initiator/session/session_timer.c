@@ -125,7 +125,6 @@ static int tick_ping(struct iscsi_session *s, int64_t now, bool *kick)
 		}
 	} else if (!s->ping_want && now - quiet_since >= s->cfg.noop_interval_ms) {
 		s->ping_want = true;
-		sess_tx_want(s);
 		*kick = true;
 	}
 	return 0;
@@ -217,8 +216,10 @@ int sess_hook_tick(void *arg, int64_t now)
 		rc = tick_relogin(s, now, &kick);
 	if (!rc)
 		rc = tick_ping(s, now, &kick);
-	if (kick)
+	if (kick) { /* a TMF, Logout or ping to send */
+		sess_tx_want(s);
 		s->t->ops->kick(s->t);
+	}
 	pthread_mutex_unlock(&s->lock);
 	return rc;
 }
