@@ -255,7 +255,7 @@ static void mp_done(void *arg, const struct iscsi_cmd_result *res)
 		p->failovers++;
 		p->moved++;
 		m->failovers++;
-		int64_t stall = clk_now_us() - c->first_us;
+		int64_t stall = c->first_us ? clk_now_us() - c->first_us : 0;
 		if (stall > p->moved_stall_us)
 			p->moved_stall_us = stall;
 	}
@@ -302,7 +302,7 @@ int mpath_submit(struct mpath *m, const struct iscsi_cmd *cmd)
 	c->arg = cmd->arg;
 	c->tries = 0;
 	c->path = NULL;
-	c->first_us = clk_now_us();
+	c->first_us = m->multi ? clk_now_us() : 0; /* only a set of paths moves a command (mp_done) */
 	struct mpath_path *p = route(m, c); /* in the same lock round as the context */
 	pthread_mutex_unlock(&m->lock);
 	int rc = p ? send_on(m, c, p) : 0;

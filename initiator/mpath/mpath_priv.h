@@ -84,7 +84,7 @@ struct mp_cmd {
 	struct mpath_path *path;     /* where it was last sent */
 	unsigned tries;
 	bool worker;                 /* submitted outside a completion callback (counts in worker_out) */
-	int64_t first_us;             /* when it was submitted, for the failover line's stall */
+	int64_t first_us;             /* when it was submitted, for the failover line's stall (0: while one path was attached, not measured) */
 };
 
 struct mpath {

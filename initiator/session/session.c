@@ -419,6 +419,8 @@ int iscsi_cmd_result_errno(const struct iscsi_cmd_result *r)
 {
 	if (r->err)
 		return r->err;
+	if (r->status == SCSI_STATUS_GOOD)
+		return 0; /* the table's first row, without the walk: every completed I/O comes here */
 	return scsi_status_to_errno(r->status, r->has_sense ? &r->sense : NULL);
 }
 

@@ -339,6 +339,8 @@ static int tx_flush(struct tcp_conn *c, bool once)
 			c->nslots = 0;
 			if (once && fills)
 				return 0;
+			if (fills && c->hooks->tx_idle && c->hooks->tx_idle(c->sess))
+				return 0; /* the last fill took all there was: no second round for nothing */
 			int n = c->hooks->tx_fill(c->sess, c->slots, TX_SLOTS);
 			fills++;
 			if (n <= 0)
