@@ -595,6 +595,19 @@ static void io_guest_detach(void *s)
 	iscsi_session_set_guest(s, -1, NULL, NULL, NULL);
 }
 
+/*
+ * The FUSE loop's session exited: for a stop (not a handover, which may
+ * yet be refused and serve on) the stop grace starts now (gw_stop_begin),
+ * so that a reader's handler waiting on an unanswered command ends within
+ * it and the loop with it.
+ */
+static void loop_ended(void *arg)
+{
+	struct mount *m = arg;
+	if (!gw_stop_handover())
+		gw_stop_begin(&m->g);
+}
+
 static int mount_serve(struct mount *m)
 {
 	struct gw *g = &m->g;
@@ -612,7 +625,7 @@ static int mount_serve(struct mount *m)
 		gw_io_arm(io);
 		iscsi_session_set_guest(g->s, fd, gw_io_run, gw_io_live, io);
 	}
-	return gw_fuse_loop(m->se, (unsigned)gw_settings_num(&m->o, GW_OPT_MAX_THREADS), io);
+	return gw_fuse_loop(m->se, (unsigned)gw_settings_num(&m->o, GW_OPT_MAX_THREADS), io, loop_ended, m);
 }
 
 /* What the steps before the session left: the FUSE session, the URL, the credentials, the settings. */

@@ -250,6 +250,11 @@ static void log_counters(struct gw *g)
 		 buf_pool_nslices(g->pool));
 }
 
+void gw_stop_begin(struct gw *g)
+{
+	gw_sess_stopping(g, STOP_GRACE_MS);
+}
+
 int gw_stop(struct gw *g, struct fuse_session *se, const char *mnt, bool taken_over, struct gw_sync_batch **batch)
 {
 	if (mnt)

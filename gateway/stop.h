@@ -53,6 +53,13 @@ int gw_stop(struct gw *g, struct fuse_session *se, const char *mnt, bool taken_o
  */
 bool gw_stop_handover(void);
 
+/*
+ * The stop's grace starts (STOP_GRACE_MS, as gw_stop's, which keeps the
+ * earlier deadline): called as soon as the FUSE loop ends for a stop,
+ * while readers may still be in handlers that wait on the target.
+ */
+void gw_stop_begin(struct gw *g);
+
 /* The handover asked for is refused (the worker serves on): gw_stop_handover is false again. */
 void gw_stop_handover_refused(void);
 

@@ -238,7 +238,8 @@ static void finish(struct blk_req *r, int err)
 	if (r->phase == PH_WRITE || r->phase == PH_HEAD || r->phase == PH_TAIL) {
 		pthread_mutex_lock(&d->lock);
 		writes_remove(d, r);
-		pthread_cond_broadcast(&d->cv);
+		if (d->claim_waiting)
+			pthread_cond_broadcast(&d->cv);
 		pthread_mutex_unlock(&d->lock);
 		if (!err)
 			atomic_store(&d->dirty, true);
@@ -459,7 +460,9 @@ int blk_write_claim(struct blk_req *r, bool wait)
 			pthread_mutex_unlock(&d->lock);
 			return -ENOBUFS;
 		}
+		d->claim_waiting++;
 		pthread_cond_wait(&d->cv, &d->lock);
+		d->claim_waiting--;
 	}
 	writes_add(d, r);
 	pthread_mutex_unlock(&d->lock);

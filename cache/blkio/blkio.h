@@ -85,6 +85,7 @@ struct blk_dev {
 	atomic_uint syncs_inflight; /* SYNCHRONIZE CACHE commands not yet completed */
 	pthread_mutex_t lock;      /* guards wbucket and overlap_probes */
 	pthread_cond_t cv;         /* a write in flight completed */
+	unsigned claim_waiting;    /* blk_write_claim callers waiting on cv (lock): a completion broadcasts only then */
 	struct blk_wnode *wbucket[BLK_WBUCKETS]; /* writes in flight (their block extents), hashed by span */
 	unsigned wshift;           /* log2 of the blocks per span: 1 << wshift >= max_io / bs + 1 */
 	uint64_t overlap_probes;   /* writes in flight compared by overlap checks, ever (tests read it) */

@@ -14,6 +14,7 @@ struct buf_pool {
 	uint8_t *base;
 	size_t slice_size, len;
 	unsigned nslices, nfree, max_in_use;
+	unsigned waiting;     /* buf_pool_get callers in pthread_cond_wait: a put signals only then */
 	unsigned registrations;
 	unsigned *free_stack; /* indices of free slices; top = nfree - 1 */
 };
@@ -72,8 +73,11 @@ void *buf_pool_get(struct buf_pool *p, unsigned *index)
 	if (nowait)
 		return buf_pool_tryget(p, index);
 	pthread_mutex_lock(&p->lock);
-	while (p->nfree == 0)
+	while (p->nfree == 0) {
+		p->waiting++;
 		pthread_cond_wait(&p->cv, &p->lock);
+		p->waiting--;
+	}
 	void *s = take(p, index);
 	pthread_mutex_unlock(&p->lock);
 	return s;
@@ -102,7 +106,8 @@ void buf_pool_put(struct buf_pool *p, void *slice)
 		abort();
 	}
 	p->free_stack[p->nfree++] = (unsigned)((size_t)(b - p->base) / p->slice_size);
-	pthread_cond_signal(&p->cv);
+	if (p->waiting)
+		pthread_cond_signal(&p->cv);
 	pthread_mutex_unlock(&p->lock);
 }
 

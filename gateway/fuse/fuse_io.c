@@ -215,6 +215,15 @@ static void run_pass(struct gw_io *io);
 /* One request read: to the fast handler, else to a reader. */
 static void dispatch(struct gw_io *io, const struct fuse_buf *fb, bool in_slice)
 {
+	const struct fuse_in_header *in = fb->mem;
+	if (fb->size >= sizeof(*in) && in->opcode == FUSE_INTERRUPT) {
+		/*
+		 * Dropped: it takes no reply, and no handler here asks whether it
+		 * was interrupted (fuse_req_interrupted).  libfuse would keep one
+		 * for a request it never saw (this thread's) in its list to the end.
+		 */
+		return;
+	}
 	if (in_slice) {
 		atomic_fetch_add_explicit(&io->inflight, 1, memory_order_relaxed);
 		if (io->fast(io->fast_arg, fb->mem, fb->size)) {
@@ -224,13 +233,11 @@ static void dispatch(struct gw_io *io, const struct fuse_buf *fb, bool in_slice)
 		atomic_fetch_sub_explicit(&io->inflight, 1, memory_order_relaxed);
 	}
 	int err = hand_off(io, fb, in_slice);
-	const struct fuse_in_header *h = fb->mem;
 	/* -ESHUTDOWN (the loop ended): no answer, a worker after this one has it sent again
 	 * (FUSE_NOTIFY_RESEND), an unmount fails it; no memory for the hand-over: ENOMEM */
-	if (err == -ENOMEM && h->opcode != FUSE_FORGET && h->opcode != FUSE_BATCH_FORGET &&
-	    h->opcode != FUSE_INTERRUPT) {
+	if (err == -ENOMEM && in->opcode != FUSE_FORGET && in->opcode != FUSE_BATCH_FORGET) {
 		atomic_fetch_add_explicit(&io->inflight, 1, memory_order_relaxed);
-		gw_io_reply(gw_io_raw_arg(h->unique), ENOMEM, NULL, 0);
+		gw_io_reply(gw_io_raw_arg(in->unique), ENOMEM, NULL, 0);
 	}
 }
 

@@ -361,7 +361,8 @@ static void loop_io_change(void *arg)
 	loop_wake(arg);
 }
 
-int gw_fuse_loop(struct fuse_session *se, unsigned max_threads, struct gw_io *io)
+int gw_fuse_loop(struct fuse_session *se, unsigned max_threads, struct gw_io *io, void (*ended)(void *arg),
+		 void *arg)
 {
 	struct loop lp = {.se = se, .io = io, .base = gw_fuse_loop_base(max_threads)};
 	lp.max = max_threads > lp.base ? max_threads : lp.base;
@@ -397,6 +398,8 @@ int gw_fuse_loop(struct fuse_session *se, unsigned max_threads, struct gw_io *io
 		loop_fail(&lp, -EAGAIN);
 	} else {
 		supervise(&lp, &waitmask);
+		if (ended)
+			ended(arg);
 		readers_stop(&lp, &waitmask);
 	}
 

@@ -55,9 +55,15 @@ unsigned gw_fuse_loop_base(unsigned max_threads);
  * read again.  What is still handed over at the end is dropped
  * (gw_io_close).
  *
+ * ended(arg) (NULL: none) runs once on the calling thread as soon as se
+ * has exited, before the wait for readers still in a handler: a handler
+ * may wait for a command to the target (a write over blocks another one
+ * in flight covers), which only the stop's grace can end.
+ *
  * Returns 0, or the first negative errno a reader's read failed with
  * (-ENOMEM, -EAGAIN when not even one reader could be started).
  */
-int gw_fuse_loop(struct fuse_session *se, unsigned max_threads, struct gw_io *io);
+int gw_fuse_loop(struct fuse_session *se, unsigned max_threads, struct gw_io *io, void (*ended)(void *arg),
+		 void *arg);
 
 #endif

@@ -51,6 +51,13 @@ void mp_note_paths(struct mpath *m)
 /* The path the next command takes (ALUA's best group, then the selector), or NULL.  Lock held. */
 struct mpath_path *mp_pick(struct mpath *m)
 {
+	if (m->npaths == 1) { /* one path: what the ranking and the selector below come to, without them */
+		struct mpath_path *p = &m->paths[0];
+		if (!mp_usable(p))
+			return NULL;
+		m->sel.next = 1;
+		return p;
+	}
 	int best = MP_RANK_UNUSABLE;
 	for (size_t i = 0; i < m->npaths; i++)
 		if (mp_usable(&m->paths[i]) && mp_rank(&m->paths[i]) < best)
@@ -94,13 +101,19 @@ static void ctx_put(struct mpath *m, struct mp_cmd *c)
 	m->free = c;
 }
 
-/* The caller's callback of a context just put back (lock held): runs it with the lock dropped, counted. */
+/*
+ * The caller's callback of a context just put back (lock held): runs it
+ * with the lock dropped, counted.  The last one out wakes mpath_drain,
+ * only when one waits: drain_waiters and callbacks_running are both
+ * sequentially consistent, so either the drainer sees the count at 0 or
+ * this sees the drainer.
+ */
 static void run_callback_unlock(struct mpath *m, iscsi_cmd_cb cb, void *arg, const struct iscsi_cmd_result *res)
 {
 	atomic_fetch_add_explicit(&m->callbacks_running, 1, memory_order_relaxed);
 	pthread_mutex_unlock(&m->lock);
 	cb(arg, res);
-	if (atomic_fetch_sub_explicit(&m->callbacks_running, 1, memory_order_acq_rel) == 1) {
+	if (atomic_fetch_sub(&m->callbacks_running, 1) == 1 && atomic_load(&m->drain_waiters)) {
 		pthread_mutex_lock(&m->lock); /* mpath_drain reads the count under the lock */
 		pthread_cond_broadcast(&m->drain_cv);
 		pthread_mutex_unlock(&m->lock);
@@ -242,7 +255,7 @@ static void mp_done(void *arg, const struct iscsi_cmd_result *res)
 		p->failovers++;
 		p->moved++;
 		m->failovers++;
-		int64_t stall = clk_now_us() - c->first_us;
+		int64_t stall = c->first_us ? clk_now_us() - c->first_us : 0;
 		if (stall > p->moved_stall_us)
 			p->moved_stall_us = stall;
 	}
@@ -289,7 +302,7 @@ int mpath_submit(struct mpath *m, const struct iscsi_cmd *cmd)
 	c->arg = cmd->arg;
 	c->tries = 0;
 	c->path = NULL;
-	c->first_us = clk_now_us();
+	c->first_us = m->multi ? clk_now_us() : 0; /* only a set of paths moves a command (mp_done) */
 	struct mpath_path *p = route(m, c); /* in the same lock round as the context */
 	pthread_mutex_unlock(&m->lock);
 	int rc = p ? send_on(m, c, p) : 0;

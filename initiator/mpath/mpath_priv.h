@@ -84,7 +84,7 @@ struct mp_cmd {
 	struct mpath_path *path;     /* where it was last sent */
 	unsigned tries;
 	bool worker;                 /* submitted outside a completion callback (counts in worker_out) */
-	int64_t first_us;             /* when it was submitted, for the failover line's stall */
+	int64_t first_us;             /* when it was submitted, for the failover line's stall (0: while one path was attached, not measured) */
 };
 
 struct mpath {
@@ -118,6 +118,7 @@ struct mpath {
 	 * for these too.  The last one out broadcasts drain_cv under the lock.
 	 */
 	_Atomic unsigned callbacks_running;
+	_Atomic unsigned drain_waiters; /* mpath_drain calls waiting (seq_cst, see run_callback_unlock) */
 	unsigned peak_out;           /* the most commands in flight through the set at once */
 	struct mp_cmd *held_head, *held_tail;
 	unsigned nheld;

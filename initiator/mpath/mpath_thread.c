@@ -384,12 +384,14 @@ int mpath_drain(struct mpath *m, int timeout_ms)
 	struct timespec dl = clk_deadline_ms(timeout_ms);
 	int rc = 0;
 	pthread_mutex_lock(&m->lock);
+	atomic_fetch_add(&m->drain_waiters, 1); /* before the count is read: run_callback_unlock */
 	/* also after the replacement timeout: what is out on a path completes when its session fails it */
-	while (m->total_out > 0 || atomic_load_explicit(&m->callbacks_running, memory_order_acquire) > 0)
+	while (m->total_out > 0 || atomic_load(&m->callbacks_running) > 0)
 		if (pthread_cond_timedwait(&m->drain_cv, &m->lock, &dl) == ETIMEDOUT) {
 			rc = -ETIMEDOUT;
 			break;
 		}
+	atomic_fetch_sub(&m->drain_waiters, 1);
 	pthread_mutex_unlock(&m->lock);
 	return rc;
 }

@@ -31,6 +31,7 @@ const struct iscsi_transport_hooks sess_hooks = {
 	.tick = sess_hook_tick,
 	.tx_done = sess_hook_tx_done,
 	.tx_fill = sess_hook_tx_fill,
+	.tx_idle = sess_hook_tx_idle,
 	.rx_data_dest = sess_hook_rx_data_dest,
 	.rx_pdu = sess_hook_rx_pdu,
 	.conn_lost = sess_hook_conn_lost,
@@ -171,8 +172,11 @@ static int submit(struct iscsi_session *s, const struct iscsi_cmd *cmd, bool syn
 	pthread_mutex_lock(&s->lock);
 	bool probe = s->verifying && sync && pthread_equal(pthread_self(), s->rec_thread);
 	bool ev = on_event_thread(s) || iscsi_session_in_callback() || probe;
-	while (!refusing(s) && !(sync && s->sync_stop_ms) && !ev && s->worker_outstanding >= s->cfg.queue_depth)
+	while (!refusing(s) && !(sync && s->sync_stop_ms) && !ev && s->worker_outstanding >= s->cfg.queue_depth) {
+		s->slot_waiting++;
 		pthread_cond_wait(&s->slot_cv, &s->lock);
+		s->slot_waiting--;
+	}
 	bool refuse = probe ? s->closing || s->state == SS_CLOSED : refusing(s);
 	if (refuse || (sync && s->sync_stop_ms)) {
 		int rc = refuse ? -ENOTCONN : -ESHUTDOWN;
@@ -201,8 +205,8 @@ static int submit(struct iscsi_session *s, const struct iscsi_cmd *cmd, bool syn
 	t->cmd = *cmd;
 	t->sync = sync;
 	t->seq = s->next_seq++;
-	t->submit_ms = clk_now_ms();
-	t->submit_us = clk_now_us();
+	t->submit_us = clk_now_us(); /* one clock read: both from CLOCK_MONOTONIC */
+	t->submit_ms = t->submit_us / 1000;
 	sess_task_assign_itt(t);
 	s->outstanding++;
 	if (!ev)
@@ -312,7 +316,7 @@ void iscsi_session_get_latency(struct iscsi_session *s, uint64_t out[LAT_BUCKETS
 /* A completion's callback has not returned yet (never called from a callback). */
 static bool callbacks_busy(struct iscsi_session *s)
 {
-	return atomic_load_explicit(&s->callbacks_running, memory_order_acquire) > 0;
+	return atomic_load(&s->callbacks_running) > 0;
 }
 
 int iscsi_session_drain(struct iscsi_session *s, int timeout_ms)
@@ -320,11 +324,13 @@ int iscsi_session_drain(struct iscsi_session *s, int timeout_ms)
 	struct timespec dl = clk_deadline_ms(timeout_ms);
 	int rc = 0;
 	pthread_mutex_lock(&s->lock);
+	atomic_fetch_add(&s->drain_waiters, 1); /* before callbacks_busy reads the count */
 	while ((s->state != SS_CLOSED && !s->fail_fast && s->outstanding > 0) || callbacks_busy(s))
 		if (pthread_cond_timedwait(&s->state_cv, &s->lock, &dl) == ETIMEDOUT) {
 			rc = -ETIMEDOUT;
 			break;
 		}
+	atomic_fetch_sub(&s->drain_waiters, 1);
 	pthread_mutex_unlock(&s->lock);
 	return rc;
 }
@@ -362,9 +368,11 @@ void iscsi_session_close(struct iscsi_session *s, int timeout_ms)
 {
 	struct timespec dl = clk_deadline_ms(timeout_ms);
 	pthread_mutex_lock(&s->lock);
+	atomic_fetch_add(&s->drain_waiters, 1); /* before callbacks_busy reads the count */
 	while ((s->state != SS_CLOSED && !s->fail_fast && s->outstanding > 0) || callbacks_busy(s))
 		if (pthread_cond_timedwait(&s->state_cv, &s->lock, &dl) == ETIMEDOUT)
 			break;
+	atomic_fetch_sub(&s->drain_waiters, 1);
 	/* No more recovery: a connect or login in progress ends at once (-ECANCELED), an identity check too. */
 	s->closing = true;
 	iscsi_cancel_fire(s->cancel_fd);
@@ -378,6 +386,7 @@ void iscsi_session_close(struct iscsi_session *s, int timeout_ms)
 	pthread_mutex_lock(&s->lock);
 	if (s->state == SS_UP) {
 		s->logout_want = true;
+		sess_tx_want(s);
 		s->t->ops->kick(s->t);
 		/* stopping: STOP_LOGOUT_MS, and never past the grace's end + STOP_LOGOUT_MS (one deadline for every path) */
 		int64_t wait_ms = LOGOUT_RSP_MS;
@@ -410,6 +419,8 @@ int iscsi_cmd_result_errno(const struct iscsi_cmd_result *r)
 {
 	if (r->err)
 		return r->err;
+	if (r->status == SCSI_STATUS_GOOD)
+		return 0; /* the table's first row, without the walk: every completed I/O comes here */
 	return scsi_status_to_errno(r->status, r->has_sense ? &r->sense : NULL);
 }
 

@@ -81,6 +81,7 @@ int iscsi_session_ping(struct iscsi_session *s)
 		rc = -ENOTCONN;
 	} else if (!s->ping_sent && !s->ping_want) {
 		s->ping_want = true;
+		sess_tx_want(s);
 		s->t->ops->kick(s->t);
 	}
 	pthread_mutex_unlock(&s->lock);

@@ -130,6 +130,7 @@ enum sess_state { SS_UP, SS_DOWN, SS_STARTING, SS_CLOSED };
 struct iscsi_session {
 	pthread_mutex_t lock;       /* protects every field below unless noted */
 	pthread_cond_t slot_cv;     /* (CLOCK_MONOTONIC) a task slot was freed or the session went down */
+	unsigned slot_waiting;      /* submitters in pthread_cond_wait on slot_cv: a freed slot signals only then */
 	pthread_cond_t state_cv;    /* (CLOCK_MONOTONIC) logout answered, outstanding reached 0 */
 	struct iscsi_transport *t;  /* replaced only by the recovery thread, lock held; NULL while reaped */
 	/* Set at open; host and port change (lock held) at a permanent login redirection. */
@@ -144,6 +145,12 @@ struct iscsi_session {
 
 	/* The event thread's guest (session_guest.c): fn and arg set before fd (release), under the lock. */
 	_Atomic int guest_fd;       /* -1: none; read lock-free by the event thread at every pass */
+	/*
+	 * tx_fill has something to send: set (sess_tx_want) under the lock
+	 * with what is queued (tx queue, NOP-Out, ping, TMF, Logout), made
+	 * exact again by every tx_fill; read lock-free by sess_hook_tx_idle.
+	 */
+	atomic_bool tx_any;
 	void (*guest_run)(void *arg);
 	void (*guest_live)(void *arg, bool live);
 	void *guest_arg;
@@ -252,9 +259,12 @@ struct iscsi_session {
 	 * Completions taken by sess_task_finish whose callback has not
 	 * returned yet: drain and close wait for these too (a callback
 	 * replies to the caller, whose own channel may close once drained).
-	 * The last one out broadcasts state_cv under the lock.
+	 * The last one out broadcasts state_cv under the lock when a drain or
+	 * close waits (drain_waiters).  Both sequentially consistent: either
+	 * the waiter sees the count at 0 or the last one out sees the waiter.
 	 */
 	_Atomic unsigned callbacks_running;
+	_Atomic unsigned drain_waiters;
 	struct lat_hist lat;        /* submission to completion of commands that got an answer: lock-free (atomics) */
 };
 
@@ -364,6 +374,10 @@ void sess_wait_direct(struct iscsi_session *s);
 void sess_next_r2t(struct task *t);
 /* tx_fill hook: up to max (<= ISCSI_TX_BATCH_MAX) PDUs; returns how many. */
 int sess_hook_tx_fill(void *arg, struct iscsi_tx_slot *slots, int max);
+/* tx_idle hook: !tx_any. */
+bool sess_hook_tx_idle(void *arg);
+/* Something was queued for tx_fill (lock held): sets tx_any. */
+void sess_tx_want(struct iscsi_session *s);
 /* tx_done hook: n (<= ISCSI_TX_BATCH_MAX) slots written; completes tasks that waited for them. */
 void sess_hook_tx_done(void *arg, const struct iscsi_tx_slot *slots, int n);
 

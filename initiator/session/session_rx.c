@@ -112,14 +112,25 @@ struct rx_out {
 static int rx_data_in(struct iscsi_session *s, const struct iscsi_bhs *h, const uint8_t *data, uint32_t dlen,
 		      struct rx_out *o)
 {
-	(void)data, (void)dlen;
 	struct completion *c = &o->c;
 	struct task *t = sess_task_lookup(s, h->itt);
-	if (!t || t->cmd.dir != ISCSI_DIR_READ)
+	if (!t || t->cmd.dir != ISCSI_DIR_READ) {
+		if (data)
+			log_err("Data-In for unknown or non-read ITT 0x%08x: dropping the connection", h->itt);
 		return -EPROTO;
+	}
 	if (h->u.data_in.datasn != t->rx_datasn) {
 		log_err("Data-In ITT 0x%08x DataSN %u, expected %u", h->itt, h->u.data_in.datasn, t->rx_datasn);
 		return -EPROTO;
+	}
+	if (data) { /* not placed by the transport (rx_data_dest): the same checks, then the copy */
+		uint32_t offset = h->u.data_in.offset;
+		if (offset != t->rx_offset || dlen > t->cmd.len || offset > t->cmd.len - dlen) {
+			log_err("Data-In ITT 0x%08x offset %u length %u outside the expected %u of %u bytes: dropping the connection",
+				h->itt, offset, dlen, t->rx_offset, t->cmd.len);
+			return -EPROTO;
+		}
+		memcpy((uint8_t *)t->cmd.buf + offset, data, dlen);
 	}
 	t->rx_datasn++;
 	t->rx_offset += h->dlen;
@@ -261,6 +272,7 @@ static int rx_tmf_rsp(struct iscsi_session *s, const struct iscsi_bhs *h, const 
 		s->tmf_function = ISCSI_TMF_LUN_RESET;
 		s->tmf_itt = itt_next_reserved(ITT_GEN_TMF, s->tmf_itt);
 		s->tmf_want = true;
+		sess_tx_want(s);
 		return 0;
 	}
 	log_err("LOGICAL UNIT RESET refused (response %u): dropping the connection", r);
@@ -459,6 +471,7 @@ static int rx_nop_in(struct iscsi_session *s, const struct iscsi_bhs *h, const u
 		return 0;
 	}
 	s->nop_reply = true;
+	sess_tx_want(s);
 	s->nop_next = (unsigned)b;
 	s->nop_ttt = h->u.nop.ttt;
 	s->nop_lun = h->lun;

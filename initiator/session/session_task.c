@@ -31,6 +31,7 @@ void sess_txq_push(struct iscsi_session *s, struct task *t)
 	else
 		s->tx_head = t;
 	s->tx_tail = t;
+	sess_tx_want(s);
 }
 
 /* The next task with something to send, taken off the tx queue; NULL when empty. */
@@ -160,7 +161,8 @@ void sess_task_finish(struct iscsi_session *s, struct task *t, struct completion
 	s->outstanding--;
 	t->next = s->free_list;
 	s->free_list = t;
-	pthread_cond_signal(&s->slot_cv);
+	if (s->slot_waiting)
+		pthread_cond_signal(&s->slot_cv);
 	if (s->outstanding == 0)
 		pthread_cond_broadcast(&s->state_cv);
 }
@@ -195,7 +197,7 @@ void sess_run_completion(struct iscsi_session *s, struct completion *c)
 	in_callback++;
 	c->cb(c->arg, &c->res);
 	in_callback--;
-	if (atomic_fetch_sub_explicit(&s->callbacks_running, 1, memory_order_acq_rel) == 1) {
+	if (atomic_fetch_sub(&s->callbacks_running, 1) == 1 && atomic_load(&s->drain_waiters)) {
 		pthread_mutex_lock(&s->lock); /* a drain waiting on state_cv sees the count under the lock */
 		pthread_cond_broadcast(&s->state_cv);
 		pthread_mutex_unlock(&s->lock);

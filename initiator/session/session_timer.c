@@ -216,8 +216,10 @@ int sess_hook_tick(void *arg, int64_t now)
 		rc = tick_relogin(s, now, &kick);
 	if (!rc)
 		rc = tick_ping(s, now, &kick);
-	if (kick)
+	if (kick) { /* a TMF, Logout or ping to send */
+		sess_tx_want(s);
 		s->t->ops->kick(s->t);
+	}
 	pthread_mutex_unlock(&s->lock);
 	return rc;
 }

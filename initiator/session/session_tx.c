@@ -147,6 +147,22 @@ static struct iscsi_bhs immediate_bhs(uint8_t opcode, uint32_t itt, uint64_t lun
 	return h;
 }
 
+/*
+ * slots[n], made ready for a new PDU: owned by owner (NULL: nothing for
+ * tx_done to do), no transfer fields (a SCSI Command's are set by
+ * emit_command).  Only the slots a fill uses are touched: clearing all of
+ * them on every pass cost more than the rest of the fill.
+ */
+static struct iscsi_tx_slot *slot_take(struct iscsi_tx_slot *slots, int n, void *owner)
+{
+	struct iscsi_tx_slot *slot = &slots[n];
+	slot->owner = owner;
+	slot->xfer_buf = NULL;
+	slot->xfer_len = slot->xfer_unsol = 0;
+	slot->xfer_dir = 0;
+	return slot;
+}
+
 /* Encode h into slot with dlen bytes of data (owned by the session) as its data segment. */
 static void slot_put(struct iscsi_tx_slot *slot, struct iscsi_bhs *h, const void *data, uint32_t dlen)
 {
@@ -199,22 +215,20 @@ static int tx_fill_immediate(struct iscsi_session *s, struct iscsi_tx_slot *slot
 {
 	if (s->nop_reply && n < max) {
 		struct nop_echo *e = &s->nop_buf[s->nop_next];
-		if (s->nop_dlen) {
-			e->busy = true;
-			slots[n].owner = e; /* sess_hook_tx_done frees it */
-		}
-		emit_nop_out(s, &slots[n++], ISCSI_RESERVED_TAG, s->nop_ttt, s->nop_lun, s->nop_dlen ? e->data : NULL,
+		if (s->nop_dlen)
+			e->busy = true; /* the slot's owner: sess_hook_tx_done frees it */
+		emit_nop_out(s, slot_take(slots, n++, s->nop_dlen ? e : NULL), ISCSI_RESERVED_TAG, s->nop_ttt, s->nop_lun, s->nop_dlen ? e->data : NULL,
 			     s->nop_dlen);
 		s->nop_reply = false;
 	}
 	if (s->ping_want && n < max) {
-		emit_nop_out(s, &slots[n++], s->ping_itt, ISCSI_RESERVED_TAG, 0, NULL, 0);
+		emit_nop_out(s, slot_take(slots, n++, NULL), s->ping_itt, ISCSI_RESERVED_TAG, 0, NULL, 0);
 		s->ping_want = false;
 		s->ping_sent = true;
 		s->ping_sent_ms = clk_now_ms();
 	}
 	if (s->tmf_want && n < max) {
-		emit_tmf_req(s, &slots[n++]);
+		emit_tmf_req(s, slot_take(slots, n++, NULL));
 		s->tmf_want = false;
 		s->tmf_sent = true;
 		s->tmf_sent_ms = clk_now_ms();
@@ -237,13 +251,11 @@ static int tx_fill_tasks(struct iscsi_session *s, struct iscsi_tx_slot *slots, i
 		int k = 0;
 		do {
 			if (!t->cmd_sent) {
-				slots[n].owner = t;
 				t->tx_pending++;
-				emit_command(s, t, &slots[n++]);
+				emit_command(s, t, slot_take(slots, n++, t));
 			} else if (t->bursting) {
-				slots[n].owner = t;
 				t->tx_pending++;
-				emit_data_out(s, t, &slots[n++]);
+				emit_data_out(s, t, slot_take(slots, n++, t));
 				sess_next_r2t(t);
 			}
 		} while (t->bursting && n < max && ++k < BURST_PDUS_PER_FILL);
@@ -271,13 +283,6 @@ static int tx_fill_tasks(struct iscsi_session *s, struct iscsi_tx_slot *slots, i
 int sess_hook_tx_fill(void *arg, struct iscsi_tx_slot *slots, int max)
 {
 	struct iscsi_session *s = arg;
-
-	for (int i = 0; i < max; i++) {
-		slots[i].owner = NULL;
-		slots[i].xfer_buf = NULL;
-		slots[i].xfer_len = slots[i].xfer_unsol = 0;
-		slots[i].xfer_dir = 0;
-	}
 	pthread_mutex_lock(&s->lock);
 	if (!s->event_thread_known && !sess_tx_direct) {
 		s->event_thread = pthread_self();
@@ -286,12 +291,25 @@ int sess_hook_tx_fill(void *arg, struct iscsi_tx_slot *slots, int max)
 	int n = tx_fill_immediate(s, slots, 0, max);
 	n = tx_fill_tasks(s, slots, n, max);
 	if (s->logout_want && !s->logout_sent && !s->tx_head && n < max) {
-		emit_logout_req(s, &slots[n++]);
+		emit_logout_req(s, slot_take(slots, n++, NULL));
 		s->logout_sent = true;
 		s->logout_sent_ms = clk_now_ms();
 	}
+	atomic_store(&s->tx_any, s->tx_head || s->nop_reply || s->ping_want || s->tmf_want ||
+					 (s->logout_want && !s->logout_sent));
 	pthread_mutex_unlock(&s->lock);
 	return n;
+}
+
+void sess_tx_want(struct iscsi_session *s)
+{
+	atomic_store(&s->tx_any, true);
+}
+
+bool sess_hook_tx_idle(void *arg)
+{
+	struct iscsi_session *s = arg;
+	return !atomic_load(&s->tx_any);
 }
 
 /* tx_done hook: the slots' data was written; a task answered meanwhile completes now. */

@@ -339,6 +339,8 @@ static int tx_flush(struct tcp_conn *c, bool once)
 			c->nslots = 0;
 			if (once && fills)
 				return 0;
+			if (fills && c->hooks->tx_idle && c->hooks->tx_idle(c->sess))
+				return 0; /* the last fill took all there was: no second round for nothing */
 			int n = c->hooks->tx_fill(c->sess, c->slots, TX_SLOTS);
 			fills++;
 			if (n <= 0)
@@ -417,13 +419,21 @@ static int rx_data_in(struct tcp_conn *c, uint8_t *bhs, size_t hdr, size_t avail
 {
 	uint32_t dlen = iscsi_wire_dlen(bhs), pad = iscsi_pad_len(dlen);
 	uint32_t dd = c->ddig ? ISCSI_DIGEST_LEN : 0;
-	void *dest = NULL;
-	int rc = c->hooks->rx_data_dest(c->sess, bhs, &dest);
-	if (rc)
-		return rc;
-	c->rx_exact = dlen >= RX_EXACT_MIN;
 	const uint8_t *src = bhs + hdr;
 	size_t have = avail - hdr;
+	int rc;
+	c->rx_exact = dlen >= RX_EXACT_MIN;
+	if (have >= (size_t)dlen + pad + dd) {
+		/* all of it in rxbuf: the session checks and copies it with the PDU, in one lock round */
+		c->rxstart += hdr + dlen + pad + dd;
+		if (dd && (rc = check_data_digest(c, bhs, iscsi_crc32c(0, src, dlen + pad), src + dlen + pad)))
+			return rc;
+		atomic_fetch_add_explicit(&c->bytes_copied, dlen, memory_order_relaxed);
+		return c->hooks->rx_pdu(c->sess, bhs, src, dlen);
+	}
+	void *dest = NULL;
+	if ((rc = c->hooks->rx_data_dest(c->sess, bhs, &dest)))
+		return rc;
 	size_t copy = min_size(have, dlen);
 	memcpy(dest, src, copy);
 	atomic_fetch_add_explicit(&c->bytes_copied, copy, memory_order_relaxed);
@@ -608,6 +618,7 @@ static void *event_thread(void *arg)
 	int err = 0;
 	int64_t next_tick = clk_now_ms() + ISCSI_TICK_MS;
 	bool guest = c->hooks->guest_fd && c->hooks->guest_run && c->hooks->guest_live;
+	bool want_out = false;
 	if (guest)
 		c->hooks->guest_live(c->sess, true);
 	while (!atomic_load(&c->ev.stop)) {
@@ -618,13 +629,20 @@ static void *event_thread(void *arg)
 				break;
 		}
 		/* Clear the kick before pulling work so a later kick wakes us again. */
-		atomic_store(&c->ev.kicked, false);
-		pthread_mutex_lock(&c->tx_lock);
-		err = tx_flush(c, false);
-		bool want_out = c->iovpos < c->iovcnt;
-		pthread_mutex_unlock(&c->tx_lock);
-		if (err)
-			break;
+		bool kicked = atomic_exchange(&c->ev.kicked, false);
+		/*
+		 * The transmit round, unless nothing can be waiting: no kick (a
+		 * direct sender that left bytes, or any thread that queued, kicks),
+		 * no bytes of ours left, and the session has nothing (tx_idle).
+		 */
+		if (kicked || want_out || !c->hooks->tx_idle || !c->hooks->tx_idle(c->sess)) {
+			pthread_mutex_lock(&c->tx_lock);
+			err = tx_flush(c, false);
+			want_out = c->iovpos < c->iovcnt;
+			pthread_mutex_unlock(&c->tx_lock);
+			if (err)
+				break;
+		}
 		int gfd = guest ? c->hooks->guest_fd(c->sess) : -1;
 		struct pollfd p[3] = {
 			{.fd = c->fd, .events = POLLIN | (want_out ? POLLOUT : 0)},

@@ -68,6 +68,13 @@ struct iscsi_transport_hooks {
 	 */
 	void (*tx_done)(void *sess, const struct iscsi_tx_slot *slots, int n);
 	/*
+	 * Optional, lock-free: nothing waits for tx_fill now.  An event loop
+	 * pass that was not kicked and has nothing of its own left to write
+	 * may then skip its transmit round (no transmit lock, no tx_fill): a
+	 * thread that queues a PDU from elsewhere kicks the transport.
+	 */
+	bool (*tx_idle)(void *sess);
+	/*
 	 * A Data-In BHS (48 bytes, AHS already consumed) arrived: return in
 	 * *dest where its DataSegmentLength bytes must go (validated against the
 	 * task's buffer).  Returns 0, or a negative errno: the transport then
@@ -75,9 +82,11 @@ struct iscsi_transport_hooks {
 	 */
 	int (*rx_data_dest)(void *sess, const uint8_t *bhs, void **dest);
 	/*
-	 * A whole PDU arrived.  For Data-In, data is NULL (already placed);
-	 * otherwise data/dlen is the data segment (without padding), valid only
-	 * during the call.  Returns 0, or a negative errno to drop the connection.
+	 * A whole PDU arrived.  data/dlen is the data segment (without
+	 * padding), valid only during the call; for Data-In, data is NULL when
+	 * the payload was placed already (rx_data_dest), else the session
+	 * checks the Buffer Offset and copies it into the READ's buffer itself.
+	 * Returns 0, or a negative errno to drop the connection.
 	 */
 	int (*rx_pdu)(void *sess, const uint8_t *bhs, const uint8_t *data, uint32_t dlen);
 	/* The connection is gone (err < 0) or was shut down (err == 0). */

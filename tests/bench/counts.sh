@@ -36,9 +36,11 @@
 #             %c, a run of one I/O subtracted.
 #   instr     user instructions under valgrind --tool=callgrind
 #             (--sim-hints=fuse-compatible: the daemon stats its own
-#             mountpoint); a daemon: callgrind_control -d before and after
-#             the cell, the last dump's totals (the cell alone); the raw tool:
-#             a run of CG_IOS I/Os less a run of one.
+#             mountpoint; --trace-children: iserfuse serves in the worker
+#             its supervisor execs); a daemon: callgrind_control -d of the
+#             process that serves (the worker, else the daemon itself) before
+#             and after the cell, the last dump's totals (the cell alone);
+#             the raw tool: a run of CG_IOS I/Os less a run of one.
 
 INIT_CPU=0
 APP_CPU=1
@@ -246,20 +248,34 @@ count_raw() {
 # cg_totals FILE: the Ir totals of a callgrind output file
 cg_totals() { awk '$1 == "totals:" { print $2 }' "$1" 2>/dev/null; }
 
+# cg_server PID: the process that serves FUSE for the daemon PID: its child
+# that runs with --worker (iserfuse's supervisor execs one), else PID
+cg_server() {
+	local c
+	for c in $(pgrep -P "$1"); do
+		if tr '\0' ' ' <"/proc/$c/cmdline" 2>/dev/null | grep -q -- ' --worker'; then
+			echo "$c"
+			return 0
+		fi
+	done
+	echo "$1"
+}
+
 # cg_daemon SERIES MOUNTPOINT FILE CMD...: start CMD (a FUSE server that stays
 # in the foreground) under callgrind, wait for MOUNTPOINT/FILE, measure the
-# user instructions of COUNT cells (randread, randwrite at QD 1 and 32) of
-# CG_IOS I/Os each, unmount, stop it.
+# user instructions of the process that serves (cg_server) in COUNT cells
+# (randread, randwrite at QD 1 and 32) of CG_IOS I/Os each, unmount, stop it.
 cg_daemon() {
-	local series=$1 mp=$2 file=$3 vpid i rw qd last ios ir
+	local series=$1 mp=$2 file=$3 vpid spid i rw qd last ios ir
 	shift 3
-	valgrind --tool=callgrind --sim-hints=fuse-compatible --callgrind-out-file="$work/cg.$series" "$@" \
-		>"$work/cg.$series.log" 2>&1 &
+	valgrind --tool=callgrind --sim-hints=fuse-compatible --trace-children=yes \
+		--callgrind-out-file="$work/cg.$series.%p" "$@" >"$work/cg.$series.log" 2>&1 &
 	vpid=$!
 	for ((i = 0; i < 120; i++)); do
 		mountpoint -q "$mp" && timeout 2 test -e "$mp/$file" && break
 		sleep 0.5
 	done
+	spid=$(cg_server "$vpid")
 	if ! timeout 2 test -e "$mp/$file"; then
 		log "callgrind: $series did not mount"
 		for rw in randread randwrite; do
@@ -268,20 +284,20 @@ cg_daemon() {
 	else
 		for rw in randread randwrite; do
 			for qd in 1 32; do
-				pin_cell "$qd" "$vpid"
+				pin_cell "$qd" "$vpid" "$spid"
 				ir='' ios=''
-				if timeout 60 callgrind_control -d "$vpid" >/dev/null 2>&1; then
+				if timeout 60 callgrind_control -d "$spid" >/dev/null 2>&1; then
 					# shellcheck disable=SC2046 # fio_cmd's words
 					timeout -k 5 300 "${APP_PIN[@]}" $(fio_cmd "$mp/$file" "$rw" "$qd" "$CG_IOS") \
 						>"$work/cg.$series.fio" 2>/dev/null || true
 					ios=$(fio_ios "$work/cg.$series.fio")
-					if timeout 60 callgrind_control -d "$vpid" >/dev/null 2>&1; then
-						last=$(find "$work" -maxdepth 1 -name "cg.$series.*" -printf '%f\n' |
-							sed -n "s/^cg\.$series\.\([0-9][0-9]*\)$/\1/p" | sort -n | tail -n 1)
-						[[ -n $last ]] && ir=$(cg_totals "$work/cg.$series.$last")
+					if timeout 60 callgrind_control -d "$spid" >/dev/null 2>&1; then
+						last=$(find "$work" -maxdepth 1 -name "cg.$series.$spid.*" -printf '%f\n' |
+							sed -n "s/^cg\.$series\.$spid\.\([0-9][0-9]*\)$/\1/p" | sort -n | tail -n 1)
+						[[ -n $last ]] && ir=$(cg_totals "$work/cg.$series.$spid.$last")
 					fi
 				fi
-				pin_cell 32 "$vpid"
+				pin_cell 32 "$vpid" "$spid"
 				if [[ -n $ir && -n $ios ]]; then
 					instr_entry "$series" "$rw" "$qd" "$ios" "$ir"
 					log "callgrind: $series $rw qd$qd: $ir Ir / $ios I/Os"

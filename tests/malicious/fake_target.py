@@ -298,7 +298,10 @@ def disk_pattern():
 
 
 def log(msg):
-    print("fake_target: " + msg, file=sys.stderr, flush=True)
+    # one write a line: print() writes the text and its newline apart, and
+    # the lines of two connection threads then interleave ("...portfake_target: ...")
+    sys.stderr.write("fake_target: " + msg + "\n")
+    sys.stderr.flush()
 
 
 class Closed(Exception):

@@ -21,6 +21,10 @@
 #   downtimes                   the "down N ms" values logged, one a line
 #   fio_verify NAME FILE SIZE   one fio write+verify pass (crc32c) on FILE;
 #                               output to $work/NAME.fio; exit status of fio
+#   sigterm_within_grace        SIGTERM to $daemon: checks that it ends within
+#                               the stop grace (5 s) + 3 s; sets $drc to its
+#                               exit status (empty: still running after 30 s)
+#                               and clears $daemon once it ended
 
 tgtd_mounted() {
 	local name=$1
@@ -43,6 +47,26 @@ suite_teardown() {
 	force_unmount "$work/mnt"
 	[[ -n $daemon ]] && kill -KILL "$daemon" 2>/dev/null
 	tgtd_stop "$work/tgtd"
+}
+
+sigterm_within_grace() {
+	local start_ms took
+	start_ms=$(date +%s%3N)
+	kill -TERM "$daemon"
+	drc=''
+	if ! _targets_wait_gone "$daemon" 30; then
+		fail "SIGTERM ends the daemon (still running after 30 s)"
+		return
+	fi
+	drc=0
+	wait "$daemon" 2>/dev/null || drc=$?
+	took=$(($(date +%s%3N) - start_ms))
+	daemon=''
+	if ((took <= 5000 + 3000)); then
+		pass "SIGTERM ends the daemon within the stop grace + 3 s (${took} ms)"
+	else
+		fail "SIGTERM ends the daemon within the stop grace + 3 s (${took} ms)"
+	fi
 }
 
 mount_lun() {

@@ -48,22 +48,8 @@ check "$bytes bytes written and acknowledged (write-back)" test -e "$work/writte
 
 tgtd_kill "$work/tgtd"
 sleep 1
-start_ms=$(date +%s%3N)
-kill -TERM "$daemon"
-drc=0
-if _targets_wait_gone "$daemon" 20; then
-	wait "$daemon" 2>/dev/null || drc=$?
-	took=$(($(date +%s%3N) - start_ms))
-	daemon=''
-	if ((took <= 5000 + 3000)); then
-		pass "SIGTERM ends the daemon within the stop grace + 3 s (${took} ms)"
-	else
-		fail "SIGTERM ends the daemon within the stop grace + 3 s (${took} ms)"
-	fi
-	check_eq "exit status 1 (the data did not reach the target)" "$drc" 1
-else
-	fail "SIGTERM ends the daemon (still running after 20 s)"
-fi
+sigterm_within_grace
+if [[ -n $drc ]]; then check_eq "exit status 1 (the data did not reach the target)" "$drc" 1; fi
 kill "$worker" 2>/dev/null || true
 wait "$worker" 2>/dev/null || true
 worker=''

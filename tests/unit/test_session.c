@@ -708,6 +708,56 @@ Test(session, task_owns_its_buffer_only_while_outstanding)
 	iscsi_session_close(s, 0);
 }
 
+/* A Data-In that ends a READ with GOOD status (§11.7.2, S bit), its payload not placed by the transport. */
+static int data_in_whole(struct fconn *c, uint32_t itt, uint32_t offset, const uint8_t *data, uint32_t dlen)
+{
+	struct iscsi_bhs h = {0};
+	uint8_t out[ISCSI_BHS_LEN];
+	h.opcode = ISCSI_OP_DATA_IN;
+	h.final = true;
+	h.itt = itt;
+	h.dlen = dlen;
+	h.u.data_in.status_present = true;
+	h.u.data_in.ttt = ISCSI_RESERVED_TAG;
+	h.u.data_in.statsn = 500;
+	h.u.data_in.expcmdsn = 1001;
+	h.u.data_in.maxcmdsn = 1064;
+	h.u.data_in.offset = offset;
+	cr_assert_eq(iscsi_bhs_encode(&h, out), 0);
+	return c->hooks->rx_pdu(c->sess, out, data, dlen);
+}
+
+/*
+ * A transport may hand a Data-In over whole, payload and all, instead of
+ * placing it through rx_data_dest: the session checks its Buffer Offset
+ * and length as rx_data_dest does and copies it into the READ's buffer.
+ */
+Test(session, data_in_handed_over_whole_is_checked_then_copied)
+{
+	struct world w;
+	struct iscsi_session *s;
+	struct fconn *c = open_manual(&w, &s);
+	static uint8_t buf[512], payload[512];
+	memset(payload, 0x5a, sizeof(payload));
+	struct iscsi_tx_slot b[8] = {0};
+
+	cr_assert_eq(submit_read(s, 0, buf, sizeof(buf)), 0);
+	int n = c->hooks->tx_fill(c->sess, b, 8);
+	uint32_t itt = command_itt(b, n);
+	c->hooks->tx_done(c->sess, b, n);
+	/* not where the READ's data starts, then past its end: refused, nothing copied */
+	cr_assert_eq(data_in_whole(c, itt, 8, payload, 504), -EPROTO);
+	cr_assert_eq(data_in_whole(c, itt, 0, payload, sizeof(payload) + 4), -EPROTO);
+	for (size_t i = 0; i < sizeof(buf); i++)
+		cr_assert_eq(buf[i], 0, "byte %zu written by a refused Data-In", i);
+	cr_assert_eq(calls(0), 0);
+	cr_assert_eq(data_in_whole(c, itt, 0, payload, sizeof(payload)), 0);
+	cr_assert(wait_done(1));
+	cr_assert_eq(done.err[0], 0);
+	cr_assert_eq(memcmp(buf, payload, sizeof(buf)), 0, "the payload in the READ's buffer");
+	iscsi_session_close(s, 0);
+}
+
 /* Process CPU time (all threads), in milliseconds. */
 static int64_t cpu_ms(void)
 {
