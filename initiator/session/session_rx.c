@@ -41,29 +41,37 @@ static void update_statsn(struct iscsi_session *s, uint32_t statsn)
 
 static uint16_t be16_get(const uint8_t *p) { return (uint16_t)((p[0] << 8) | p[1]); }
 
+/*
+ * The READ task whose buffer a Data-In's dlen bytes at Buffer Offset
+ * offset fill next (§11.7.4), or NULL (logged: the connection is to be
+ * dropped).  Lock held.
+ */
+static struct task *data_in_task(struct iscsi_session *s, uint32_t itt, uint32_t offset, uint32_t dlen)
+{
+	struct task *t = sess_task_lookup(s, itt);
+	if (!t || t->cmd.dir != ISCSI_DIR_READ) {
+		log_err("Data-In for unknown or non-read ITT 0x%08x: dropping the connection", itt);
+		return NULL;
+	}
+	if (offset != t->rx_offset || dlen > t->cmd.len || offset > t->cmd.len - dlen) {
+		log_err("Data-In ITT 0x%08x offset %u length %u outside the expected %u of %u bytes: dropping the connection",
+			itt, offset, dlen, t->rx_offset, t->cmd.len);
+		return NULL;
+	}
+	return t;
+}
+
 /* rx_data_dest hook: the place of a Data-In's DataSegmentLength bytes in its READ's buffer (§11.7.4 Buffer Offset). */
 int sess_hook_rx_data_dest(void *arg, const uint8_t *bhs, void **dest)
 {
 	struct iscsi_session *s = arg;
-	uint32_t itt = iscsi_wire_itt(bhs);
-	uint32_t dlen = iscsi_wire_dlen(bhs);
 	uint32_t offset = get_be32(bhs + 40); /* Buffer Offset */
-	int rc = 0;
-
 	pthread_mutex_lock(&s->lock);
-	struct task *t = sess_task_lookup(s, itt);
-	if (!t || t->cmd.dir != ISCSI_DIR_READ) {
-		log_err("Data-In for unknown or non-read ITT 0x%08x: dropping the connection", itt);
-		rc = -EPROTO;
-	} else if (offset != t->rx_offset || dlen > t->cmd.len || offset > t->cmd.len - dlen) {
-		log_err("Data-In ITT 0x%08x offset %u length %u outside the expected %u of %u bytes: dropping the connection",
-			itt, offset, dlen, t->rx_offset, t->cmd.len);
-		rc = -EPROTO;
-	} else {
+	struct task *t = data_in_task(s, iscsi_wire_itt(bhs), offset, iscsi_wire_dlen(bhs));
+	if (t)
 		*dest = (uint8_t *)t->cmd.buf + offset;
-	}
 	pthread_mutex_unlock(&s->lock);
-	return rc;
+	return t ? 0 : -EPROTO;
 }
 
 static void set_residual(struct iscsi_cmd_result *r, uint32_t len, bool under, bool over, uint32_t residual)
@@ -108,30 +116,21 @@ struct rx_out {
 	struct async_sense ev;
 };
 
-/* Data-In (§11.7): data already placed by the transport (sess_hook_rx_data_dest); with status it ends the READ. */
+/* Data-In (§11.7): data placed by the transport (sess_hook_rx_data_dest) or handed over here; with status it ends the READ. */
 static int rx_data_in(struct iscsi_session *s, const struct iscsi_bhs *h, const uint8_t *data, uint32_t dlen,
 		      struct rx_out *o)
 {
 	struct completion *c = &o->c;
-	struct task *t = sess_task_lookup(s, h->itt);
-	if (!t || t->cmd.dir != ISCSI_DIR_READ) {
-		if (data)
-			log_err("Data-In for unknown or non-read ITT 0x%08x: dropping the connection", h->itt);
+	/* not placed by the transport: the checks rx_data_dest makes, then the copy below */
+	struct task *t = data ? data_in_task(s, h->itt, h->u.data_in.offset, dlen) : sess_task_lookup(s, h->itt);
+	if (!t || t->cmd.dir != ISCSI_DIR_READ)
 		return -EPROTO;
-	}
 	if (h->u.data_in.datasn != t->rx_datasn) {
 		log_err("Data-In ITT 0x%08x DataSN %u, expected %u", h->itt, h->u.data_in.datasn, t->rx_datasn);
 		return -EPROTO;
 	}
-	if (data) { /* not placed by the transport (rx_data_dest): the same checks, then the copy */
-		uint32_t offset = h->u.data_in.offset;
-		if (offset != t->rx_offset || dlen > t->cmd.len || offset > t->cmd.len - dlen) {
-			log_err("Data-In ITT 0x%08x offset %u length %u outside the expected %u of %u bytes: dropping the connection",
-				h->itt, offset, dlen, t->rx_offset, t->cmd.len);
-			return -EPROTO;
-		}
-		memcpy((uint8_t *)t->cmd.buf + offset, data, dlen);
-	}
+	if (data)
+		memcpy((uint8_t *)t->cmd.buf + h->u.data_in.offset, data, dlen);
 	t->rx_datasn++;
 	t->rx_offset += h->dlen;
 	s->stats.bytes_read += h->dlen;

@@ -217,8 +217,8 @@ static int tx_fill_immediate(struct iscsi_session *s, struct iscsi_tx_slot *slot
 		struct nop_echo *e = &s->nop_buf[s->nop_next];
 		if (s->nop_dlen)
 			e->busy = true; /* the slot's owner: sess_hook_tx_done frees it */
-		emit_nop_out(s, slot_take(slots, n++, s->nop_dlen ? e : NULL), ISCSI_RESERVED_TAG, s->nop_ttt, s->nop_lun, s->nop_dlen ? e->data : NULL,
-			     s->nop_dlen);
+		emit_nop_out(s, slot_take(slots, n++, s->nop_dlen ? e : NULL), ISCSI_RESERVED_TAG, s->nop_ttt, s->nop_lun,
+			     s->nop_dlen ? e->data : NULL, s->nop_dlen);
 		s->nop_reply = false;
 	}
 	if (s->ping_want && n < max) {

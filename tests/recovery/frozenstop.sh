@@ -27,24 +27,8 @@ need_root "needs root (tgtd, FUSE)"
 tgtd_mounted frozenstop
 pass "mounted"
 
-# write_direct OUT: one O_DIRECT 4 KiB write at offset 0 of lun1; OUT gets "ok" or the errno's name
-write_direct() {
-	python3 -c '
-import errno, mmap, os, sys
-buf = mmap.mmap(-1, 4096)
-buf.write(b"x" * 4096)
-try:
-    fd = os.open(sys.argv[1], os.O_WRONLY | os.O_DIRECT)
-    os.pwrite(fd, buf, 0)
-    r = "ok"
-except OSError as e:
-    r = errno.errorcode.get(e.errno, str(e.errno))
-open(sys.argv[2], "w").write(r + "\n")
-' "$work/mnt/lun1" "$1" 2>>"$work/writer.err"
-}
-
-write_direct "$work/w0"
-check_eq "a write with the target answering" "$(cat "$work/w0")" ok
+check "a write with the target answering" \
+	dd if=/dev/zero of="$work/mnt/lun1" bs=4k count=1 oflag=direct conv=notrunc status=none
 
 tpid=$(cat "$work/tgtd/pid")
 kill -STOP "$tpid"
