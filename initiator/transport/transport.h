@@ -215,4 +215,15 @@ struct iscsi_transport {
 
 extern const struct iscsi_transport_ops iscsi_tcp_transport;
 
+/*
+ * How TCP event threads started from now on wait (process-wide; any
+ * thread): true (the default), on an io_uring whose io_uring_enter also
+ * submits the pass's sendmsg, falling back to poll(2) where no ring can be
+ * made; false, on poll(2) always.
+ */
+void iscsi_tcp_set_ring(bool on);
+
+/* TCP event threads running now (any thread): on an io_uring (*ring), on poll(2) (*poll). */
+void iscsi_tcp_loops(unsigned *ring, unsigned *poll);
+
 #endif

@@ -1,0 +1,330 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * The TCP event thread's loop on an io_uring (liburing): the poll loop of
+ * tcp.c with one system call less per pass that sends.
+ *
+ * A pass: the tick, then the transmit round (tcp_tx_next under tx_lock:
+ * the rest of a batch, or a new one), whose sendmsg becomes an SQE; one
+ * single-shot POLL_ADD each for the socket, the eventfd (kick) and the
+ * guest's descriptor, armed again once fired (so readiness is level-
+ * triggered, as with poll(2)); then one io_uring_enter submits and waits
+ * for a completion or the next tick.  The completions are handled as
+ * poll(2)'s revents were: the send first (tx_done once a batch is all
+ * written, as a synchronous send would have), then the kick, the socket
+ * (tcp_rx_drain) and the guest.
+ *
+ * The batch stays in c->iov while its SQE is out: iovpos < iovcnt, so a
+ * direct sender (tcp_try_send) keeps off it.  A send the socket could not
+ * take (-EAGAIN) waits for a POLLOUT poll.  At the end every SQE still out
+ * is cancelled and its completion reaped before the ring goes, so nothing
+ * of the kernel's refers to the batch, the msghdr or a descriptor after
+ * the loop returns.
+ */
+#include <errno.h>
+#include <liburing.h>
+#include <poll.h>
+#include <string.h>
+#include <sys/socket.h>
+
+#include "initiator/util/clock.h"
+#include "tcp_conn.h"
+
+#define SEND_AT_ONCE_MAX (64u * 1024u) /* a send this small the socket is expected to take at once */
+
+enum { UD_SOCK = 1, UD_RECV, UD_SOCK_OUT, UD_KICK, UD_SEND, UD_CANCEL, UD_GUEST = 16 };
+
+
+struct ring_loop {
+	struct io_uring ring;
+	struct msghdr msg;          /* the send's; lives while its SQE is out */
+	bool sock_armed, out_armed, kick_armed, sending;
+	struct iovec recv_iov;      /* the receive's buffer (rxbuf's free room) while its SQE is out */
+	size_t recv_asked;
+	bool recv_done;
+	int recv_res;
+	int guest_armed;            /* the descriptor of the guest's POLL_ADD out, or -1 */
+	uint64_t guest_ud;          /* its user_data: UD_GUEST, a generation, the descriptor */
+	uint32_t guest_gen;
+	bool rest;                  /* bytes of the batch are left to send (set under tx_lock) */
+	bool congested;             /* the last send did not take the whole batch at once */
+	size_t send_len;            /* bytes the send SQE out was given */
+	unsigned out;               /* SQEs submitted whose completion has not come */
+	short sock_rev, kick_rev, guest_rev;
+	int send_res;
+	bool send_done;
+};
+
+/* An SQE (the ring is sized for every SQE a pass can have, so one is always free). */
+static struct io_uring_sqe *sqe_get(struct ring_loop *L)
+{
+	struct io_uring_sqe *sqe = io_uring_get_sqe(&L->ring);
+	if (!sqe) {
+		io_uring_submit(&L->ring);
+		sqe = io_uring_get_sqe(&L->ring);
+	}
+	return sqe;
+}
+
+static void arm_poll(struct ring_loop *L, int fd, unsigned events, uint64_t ud)
+{
+	struct io_uring_sqe *sqe = sqe_get(L);
+	io_uring_prep_poll_add(sqe, fd, events);
+	io_uring_sqe_set_data64(sqe, ud);
+	L->out++;
+}
+
+/* Take one completion: note what it says for the pass to act on. */
+static void reap(struct ring_loop *L, const struct io_uring_cqe *cqe)
+{
+	uint64_t ud = io_uring_cqe_get_data64(cqe);
+	short rev = cqe->res < 0 ? POLLERR : (short)cqe->res;
+	L->out--;
+	switch (ud) {
+	case UD_SOCK:
+		L->sock_armed = false;
+		L->sock_rev |= rev;
+		break;
+	case UD_RECV:
+		L->sock_armed = false;
+		L->recv_done = true;
+		L->recv_res = cqe->res;
+		break;
+	case UD_SOCK_OUT:
+		L->out_armed = false;
+		break;
+	case UD_KICK:
+		L->kick_armed = false;
+		L->kick_rev |= rev;
+		break;
+	case UD_SEND:
+		L->sending = false;
+		L->send_done = true;
+		L->send_res = cqe->res;
+		break;
+	case UD_CANCEL:
+		break;
+	default:
+		if (L->guest_armed >= 0 && ud == L->guest_ud) {
+			L->guest_armed = -1;
+			if (cqe->res != -ECANCELED)
+				L->guest_rev |= rev;
+		}
+		break;
+	}
+}
+
+/* The send's completion, under tx_lock: move the batch on; tx_done once it is all written.  0 or -errno. */
+static int send_finish(struct tcp_conn *c, struct ring_loop *L)
+{
+	L->send_done = false;
+	int res = L->send_res;
+	L->congested = res < 0 || (size_t)res < L->send_len;
+	if (res == -EAGAIN || res == -EINTR) {
+		L->rest = true;
+		if (res == -EAGAIN) {
+			arm_poll(L, c->fd, POLLOUT, UD_SOCK_OUT); /* the socket is full: send again when it drains */
+			L->out_armed = true;
+		}
+		return 0;
+	}
+	if (res < 0)
+		return res;
+	pthread_mutex_lock(&c->tx_lock);
+	tcp_tx_advance(c, (size_t)res);
+	L->rest = c->iovpos < c->iovcnt; /* a partial send: the rest goes next pass */
+	if (!L->rest)
+		tcp_tx_done(c);
+	pthread_mutex_unlock(&c->tx_lock);
+	return 0;
+}
+
+/* The transmit round: the rest of the batch, or the next, as an SQE.  0 or -errno (a direct send's error). */
+static int send_round(struct tcp_conn *c, struct ring_loop *L)
+{
+	int err = 0;
+	pthread_mutex_lock(&c->tx_lock);
+	if (c->tx_err)
+		err = c->tx_err;
+	else if (tcp_tx_next(c)) {
+		L->msg = (struct msghdr){.msg_iov = c->iov + c->iovpos, .msg_iovlen = (size_t)(c->iovcnt - c->iovpos)};
+		L->send_len = 0;
+		for (size_t i = 0; i < L->msg.msg_iovlen; i++)
+			L->send_len += L->msg.msg_iov[i].iov_len;
+		struct io_uring_sqe *sqe = sqe_get(L);
+		io_uring_prep_sendmsg(sqe, c->fd, &L->msg, MSG_NOSIGNAL);
+		io_uring_sqe_set_data64(sqe, UD_SEND);
+		L->out++;
+		L->sending = true;
+		L->rest = false;
+	}
+	pthread_mutex_unlock(&c->tx_lock);
+	return err;
+}
+
+/*
+ * Watch the socket: a receive into rxbuf, whose completion brings the
+ * bytes (no poll and read(2) after it); a poll while a Data-In payload is
+ * being placed, since its destination (a command's slice) must not be
+ * written outside tcp_rx_drain.  0 or -errno.
+ */
+static int arm_sock(struct tcp_conn *c, struct ring_loop *L)
+{
+	struct iovec iov[4];
+	size_t asked;
+	int n = tcp_rx_target(c, iov, &asked);
+	if (n < 0)
+		return n;
+	if (n == 1) {
+		L->recv_iov = iov[0];
+		L->recv_asked = asked;
+		struct io_uring_sqe *sqe = sqe_get(L);
+		io_uring_prep_recv(sqe, c->fd, L->recv_iov.iov_base, L->recv_iov.iov_len, 0);
+		io_uring_sqe_set_data64(sqe, UD_RECV);
+		L->out++;
+	} else {
+		arm_poll(L, c->fd, POLLIN, UD_SOCK);
+	}
+	L->sock_armed = true;
+	return 0;
+}
+
+/* The receive's completion: account its bytes and parse them, reading on while they filled the buffer. */
+static int recv_finish(struct tcp_conn *c, struct ring_loop *L)
+{
+	L->recv_done = false;
+	int res = L->recv_res;
+	if (res == -EAGAIN || res == -EINTR)
+		return 0;
+	if (res < 0)
+		return res;
+	int rc = tcp_rx_got(c, (size_t)res, L->recv_asked);
+	if (rc < 0)
+		return rc;
+	return tcp_rx_drain(c, rc == 1);
+}
+
+/*
+ * Submit what the pass prepared and wait up to wait_ms (0: do not wait)
+ * for wait_nr completions; reap them all.  The number reaped, or -errno.
+ */
+static int enter(struct ring_loop *L, int64_t wait_ms, unsigned wait_nr)
+{
+	struct io_uring_cqe *cqe = NULL;
+	int r;
+	if (wait_ms <= 0) {
+		r = io_uring_submit(&L->ring);
+	} else {
+		struct __kernel_timespec ts = {.tv_sec = wait_ms / 1000, .tv_nsec = (wait_ms % 1000) * 1000000};
+		r = io_uring_submit_and_wait_timeout(&L->ring, &cqe, wait_nr, &ts, NULL);
+		if (r == -ETIME)
+			r = 0;
+	}
+	if (r < 0 && r != -EINTR && r != -EBUSY)
+		return r;
+	int n = 0;
+	unsigned head;
+	io_uring_for_each_cqe(&L->ring, head, cqe) {
+		reap(L, cqe);
+		n++;
+	}
+	io_uring_cq_advance(&L->ring, (unsigned)n);
+	return n;
+}
+
+/* Cancel every SQE still out and reap until none is. */
+static void drain_ring(struct ring_loop *L)
+{
+	struct io_uring_sqe *sqe = sqe_get(L);
+	io_uring_prep_cancel64(sqe, 0, IORING_ASYNC_CANCEL_ANY);
+	io_uring_sqe_set_data64(sqe, UD_CANCEL);
+	L->out++;
+	for (int tries = 0; L->out && tries < 1000; tries++)
+		if (enter(L, 10, 1) < 0)
+			break;
+}
+
+int tcp_ring_loop(struct tcp_conn *c)
+{
+	struct ring_loop L = {.guest_armed = -1};
+	if (io_uring_queue_init(16, &L.ring, 0) < 0)
+		return -ENOSYS;
+	if (!(L.ring.features & IORING_FEAT_EXT_ARG)) { /* the timed wait would cost a timeout SQE */
+		io_uring_queue_exit(&L.ring);
+		return -ENOSYS;
+	}
+	tcp_ring_running(true);
+	int err = 0;
+	int64_t next_tick = clk_now_ms() + ISCSI_TICK_MS;
+	bool guest = c->hooks->guest_fd && c->hooks->guest_run && c->hooks->guest_live;
+	while (!atomic_load(&c->ev.stop)) {
+		int64_t now = clk_now_ms();
+		if (now >= next_tick) {
+			next_tick = now + ISCSI_TICK_MS;
+			if (c->hooks->tick && (err = c->hooks->tick(c->sess, now)))
+				break;
+		}
+		/* Clear the kick before pulling work so a later kick wakes us again. */
+		bool kicked = atomic_exchange(&c->ev.kicked, false);
+		if (!L.sending && !L.out_armed &&
+		    (kicked || L.rest || !c->hooks->tx_idle || !c->hooks->tx_idle(c->sess)) && (err = send_round(c, &L)))
+			break;
+		if (!L.sock_armed && (err = arm_sock(c, &L)))
+			break;
+		if (!L.kick_armed) {
+			arm_poll(&L, c->ev.fd, POLLIN, UD_KICK);
+			L.kick_armed = true;
+		}
+		int gfd = guest ? c->hooks->guest_fd(c->sess) : -1;
+		if (L.guest_armed >= 0 && L.guest_armed != gfd) {
+			struct io_uring_sqe *sqe = sqe_get(&L);
+			io_uring_prep_poll_remove(sqe, L.guest_ud);
+			io_uring_sqe_set_data64(sqe, UD_CANCEL);
+			L.out++;
+			L.guest_armed = -1; /* its completion (-ECANCELED) is dropped */
+		}
+		if (gfd >= 0 && L.guest_armed < 0) {
+			L.guest_ud = (uint64_t)UD_GUEST | (uint64_t)++L.guest_gen << 8 | (uint64_t)(unsigned)gfd << 32;
+			arm_poll(&L, gfd, POLLIN, L.guest_ud);
+			L.guest_armed = gfd;
+		}
+		int64_t wait = next_tick - clk_now_ms();
+		if (!iscsi_evthread_sleep(&c->ev))
+			wait = 0; /* kicked meanwhile: look at the socket, then loop */
+		/*
+		 * A send the socket takes at once completes within the submit,
+		 * before the wait: wait for one completion more then, or the
+		 * pass would end at once and cost a second io_uring_enter.  Not
+		 * once a send found the socket full (the wait would then hold
+		 * the socket's and the guest's completions until the send's).
+		 */
+		bool sent_now = L.sending && io_uring_sq_ready(&L.ring) > 0;
+		unsigned wait_nr = sent_now && !L.congested && L.send_len <= SEND_AT_ONCE_MAX ? 2 : 1;
+		int r = enter(&L, wait, wait_nr);
+		iscsi_evthread_woke(&c->ev, r);
+		if (r < 0) {
+			err = r;
+			break;
+		}
+		if (L.send_done && (err = send_finish(c, &L)))
+			break;
+		if ((L.kick_rev & POLLIN) && (err = iscsi_evthread_drain(&c->ev)))
+			break;
+		L.kick_rev = 0;
+		short srev = L.sock_rev;
+		L.sock_rev = 0;
+		if ((srev & (POLLIN | POLLERR | POLLHUP)) && (err = tcp_rx_drain(c, false)))
+			break;
+		if (L.recv_done && (err = recv_finish(c, &L)))
+			break;
+		short grev = L.guest_rev;
+		L.guest_rev = 0;
+		/* the guest's work, queued now, goes out at the top of the next pass */
+		if (gfd >= 0 && (grev & (POLLIN | POLLERR | POLLHUP)))
+			c->hooks->guest_run(c->sess);
+	}
+	shutdown(c->fd, SHUT_RDWR); /* a send still out ends at once */
+	drain_ring(&L);
+	io_uring_queue_exit(&L.ring);
+	tcp_ring_running(false);
+	return err;
+}
