@@ -27,6 +27,7 @@
 #include <sys/socket.h>
 
 #include "initiator/util/clock.h"
+#include "initiator/util/log.h"
 #include "tcp_conn.h"
 
 #if __has_include(<valgrind/valgrind.h>)
@@ -38,7 +39,18 @@
 
 #define SEND_AT_ONCE_MAX (64u * 1024u) /* a send this small the socket is expected to take at once */
 
-enum { UD_SOCK = 1, UD_RECV, UD_SOCK_OUT, UD_KICK, UD_SEND, UD_CANCEL, UD_GUEST = 16 };
+enum { UD_SOCK = 1, UD_RECV, UD_SOCK_OUT, UD_KICK, UD_SEND, UD_CANCEL, UD_WRITE = 64, UD_GUEST = 256 };
+
+#define WRITE_SLOTS 64      /* writes queued by iscsi_tcp_ring_writev, out at once */
+#define WRITE_IOV_MAX 8
+#define WRITE_INLINE 128    /* bytes of small iovec entries a queued write keeps a copy of */
+#define WRITE_COPY_MAX 64   /* an entry this small is copied, a larger one referenced */
+
+struct ring_write {
+	bool busy;
+	struct iovec iov[WRITE_IOV_MAX];
+	uint8_t inl[WRITE_INLINE];
+};
 
 
 struct ring_loop {
@@ -60,7 +72,14 @@ struct ring_loop {
 	int send_res;
 	bool send_done;
 	bool polled;                /* wait in poll(2) on the ring's descriptor (enter_polled) */
+	struct ring_write writes[WRITE_SLOTS];
+	unsigned writes_out;        /* queued writes whose completion has not come */
+	unsigned writes_new;        /* of those, not submitted yet */
+	bool held;                  /* a write was queued since the last flush (iscsi_tcp_ring_set_flush) */
 };
+
+static _Thread_local struct ring_loop *this_loop; /* the calling thread's, while it runs tcp_ring_loop */
+static void (*_Atomic flush_fn)(void);
 
 /* An SQE (the ring is sized for every SQE a pass can have, so one is always free). */
 static struct io_uring_sqe *sqe_get(struct ring_loop *L)
@@ -112,6 +131,13 @@ static void reap(struct ring_loop *L, const struct io_uring_cqe *cqe)
 	case UD_CANCEL:
 		break;
 	default:
+		if (ud >= UD_WRITE && ud < UD_WRITE + WRITE_SLOTS) {
+			L->writes[ud - UD_WRITE].busy = false;
+			L->writes_out--;
+			if (cqe->res < 0)
+				log_debug("a queued write failed: %s", strerror(-cqe->res));
+			break;
+		}
 		if (L->guest_armed >= 0 && ud == L->guest_ud) {
 			L->guest_armed = -1;
 			if (cqe->res != -ECANCELED)
@@ -289,16 +315,137 @@ static void drain_ring(struct ring_loop *L)
 			break;
 }
 
+/* The completions reaped: act on them as on poll(2)'s revents (see the head comment).  0 or -errno. */
+static int handle(struct tcp_conn *c, struct ring_loop *L, int gfd)
+{
+	int err;
+	if (L->send_done && (err = send_finish(c, L)))
+		return err;
+	short krev = L->kick_rev;
+	L->kick_rev = 0;
+	if ((krev & POLLIN) && (err = iscsi_evthread_drain(&c->ev)))
+		return err;
+	short srev = L->sock_rev;
+	L->sock_rev = 0;
+	if ((srev & (POLLIN | POLLERR | POLLHUP)) && (err = tcp_rx_drain(c, false)))
+		return err;
+	if (L->recv_done && (err = recv_finish(c, L)))
+		return err;
+	short grev = L->guest_rev;
+	L->guest_rev = 0;
+	/* the guest's work, queued now, goes out at the top of the next pass */
+	if (gfd >= 0 && (grev & (POLLIN | POLLERR | POLLHUP)))
+		c->hooks->guest_run(c->sess);
+	return 0;
+}
+
+void iscsi_tcp_ring_set_flush(void (*fn)(void)) { atomic_store(&flush_fn, fn); }
+
+int iscsi_tcp_ring_writev(int fd, const struct iovec *iov, int n)
+{
+	struct ring_loop *L = this_loop;
+	if (!L || n < 0 || n > WRITE_IOV_MAX)
+		return -EAGAIN;
+	struct ring_write *w = NULL;
+	for (unsigned i = 0; i < WRITE_SLOTS && !w; i++)
+		if (!L->writes[i].busy)
+			w = &L->writes[i];
+	if (!w)
+		return -EAGAIN;
+	size_t used = 0;
+	for (int i = 0; i < n; i++) {
+		w->iov[i] = iov[i];
+		if (iov[i].iov_len <= WRITE_COPY_MAX && used + iov[i].iov_len <= WRITE_INLINE) {
+			memcpy(w->inl + used, iov[i].iov_base, iov[i].iov_len);
+			w->iov[i].iov_base = w->inl + used;
+			used += iov[i].iov_len;
+		}
+	}
+	struct io_uring_sqe *sqe = sqe_get(L);
+	io_uring_prep_writev(sqe, fd, w->iov, (unsigned)n, (uint64_t)-1);
+	io_uring_sqe_set_data64(sqe, UD_WRITE + (uint64_t)(w - L->writes));
+	w->busy = true;
+	L->out++;
+	L->writes_out++;
+	L->writes_new++;
+	L->held = true;
+	return 0;
+}
+
+/*
+ * After a pass's callbacks: submit the writes they queued (they complete
+ * within the submit), reap, and once none is out call the flush hook.
+ * True when the reap brought other completions, for the caller to handle
+ * before it arms anything again.
+ */
+static bool writes_out(struct ring_loop *L)
+{
+	int n = 0;
+	if (L->writes_new) {
+		L->writes_new = 0;
+		unsigned before = L->writes_out;
+		io_uring_submit(&L->ring);
+		n = reap_all(L);
+		n -= (int)(before - L->writes_out);
+	}
+	if (L->held && !L->writes_out) {
+		L->held = false;
+		void (*fn)(void) = atomic_load(&flush_fn);
+		if (fn)
+			fn();
+	}
+	return n > 0;
+}
+
+/*
+ * Make the ring: completions' task work run only inside this thread's
+ * io_uring_enter (DEFER_TASKRUN, SINGLE_ISSUER: Linux 6.1), else without
+ * interrupting it (COOP_TASKRUN: 5.19), else plain; under valgrind plain
+ * (enter_polled's poll(2) must see completions).  Then one NOP through it,
+ * so a ring that can be made but not entered (a seccomp filter on
+ * io_uring_enter) leaves the poll loop to serve.  0, or -ENOSYS.
+ */
+static int ring_make(struct ring_loop *L)
+{
+	static const unsigned tries[] = {IORING_SETUP_SINGLE_ISSUER | IORING_SETUP_DEFER_TASKRUN,
+					 IORING_SETUP_COOP_TASKRUN, 0};
+	int rc = -ENOSYS;
+	for (unsigned i = L->polled ? 2 : 0; i < sizeof(tries) / sizeof(tries[0]) && rc < 0; i++)
+		rc = io_uring_queue_init(64, &L->ring, tries[i]);
+	if (rc < 0) {
+		log_info("no io_uring for the connection (%s): it waits in poll(2)", strerror(-rc));
+		return -ENOSYS;
+	}
+	const char *why = NULL;
+	if (!(L->ring.features & IORING_FEAT_EXT_ARG))
+		why = "no IORING_FEAT_EXT_ARG"; /* the timed wait would cost a timeout SQE */
+	struct io_uring_sqe *sqe = io_uring_get_sqe(&L->ring);
+	struct io_uring_cqe *cqe = NULL;
+	if (!why) {
+		io_uring_prep_nop(sqe);
+		rc = io_uring_submit_and_wait(&L->ring, 1);
+		if (rc >= 0)
+			rc = io_uring_peek_cqe(&L->ring, &cqe);
+		if (rc < 0 || !cqe || cqe->res < 0)
+			why = strerror(rc < 0 ? -rc : cqe ? -cqe->res : EIO);
+		else
+			io_uring_cqe_seen(&L->ring, cqe);
+	}
+	if (why) {
+		log_info("no io_uring for the connection (%s): it waits in poll(2)", why);
+		io_uring_queue_exit(&L->ring);
+		return -ENOSYS;
+	}
+	return 0;
+}
+
 int tcp_ring_loop(struct tcp_conn *c)
 {
 	struct ring_loop L = {.guest_armed = -1, .polled = UNDER_VALGRIND()};
-	if (io_uring_queue_init(16, &L.ring, 0) < 0)
+	if (ring_make(&L))
 		return -ENOSYS;
-	if (!(L.ring.features & IORING_FEAT_EXT_ARG)) { /* the timed wait would cost a timeout SQE */
-		io_uring_queue_exit(&L.ring);
-		return -ENOSYS;
-	}
 	tcp_ring_running(true);
+	this_loop = &L;
 	int err = 0;
 	int64_t next_tick = clk_now_ms() + ISCSI_TICK_MS;
 	bool guest = c->hooks->guest_fd && c->hooks->guest_run && c->hooks->guest_live;
@@ -351,25 +498,20 @@ int tcp_ring_loop(struct tcp_conn *c)
 			err = r;
 			break;
 		}
-		if (L.send_done && (err = send_finish(c, &L)))
+		if ((err = handle(c, &L, gfd)))
 			break;
-		if ((L.kick_rev & POLLIN) && (err = iscsi_evthread_drain(&c->ev)))
+		/* what the callbacks wrote (iscsi_tcp_ring_writev) goes now; what came meanwhile is handled */
+		while (writes_out(&L))
+			if ((err = handle(c, &L, gfd)))
+				break;
+		if (err)
 			break;
-		L.kick_rev = 0;
-		short srev = L.sock_rev;
-		L.sock_rev = 0;
-		if ((srev & (POLLIN | POLLERR | POLLHUP)) && (err = tcp_rx_drain(c, false)))
-			break;
-		if (L.recv_done && (err = recv_finish(c, &L)))
-			break;
-		short grev = L.guest_rev;
-		L.guest_rev = 0;
-		/* the guest's work, queued now, goes out at the top of the next pass */
-		if (gfd >= 0 && (grev & (POLLIN | POLLERR | POLLHUP)))
-			c->hooks->guest_run(c->sess);
 	}
+	writes_out(&L);
 	shutdown(c->fd, SHUT_RDWR); /* a send still out ends at once */
 	drain_ring(&L);
+	writes_out(&L); /* the flush, now that nothing is out */
+	this_loop = NULL;
 	io_uring_queue_exit(&L.ring);
 	tcp_ring_running(false);
 	return err;
