@@ -20,9 +20,9 @@
 #   - 2000 4 KiB O_DIRECT reads, one at a time, under strace -c -f: the
 #     daemon's system calls per read.  On the ring at most 4.5 (one
 #     io_uring_enter waits for the request, read(2) takes it, one
-#     io_uring_enter sends the command and receives the response, writev(2)
-#     answers: 4); in poll(2) at least 5.5 (poll, read, sendmsg, poll, read,
-#     writev: 6);
+#     io_uring_enter sends the command and receives the response, one
+#     submits the reply: 4); in poll(2) at least 5.5 (poll, read, sendmsg,
+#     poll, read, writev: 6);
 #     (skipped where the FUSE rings serve the mount: those counts are for
 #     /dev/fuse);
 #   - SIGTERM: exit 0, nothing mounted.
