@@ -622,6 +622,15 @@ int tcp_rx_drain(struct tcp_conn *c, bool drained)
 	}
 }
 
+int tcp_tick(struct tcp_conn *c, int64_t *next_tick)
+{
+	int64_t now = clk_now_ms();
+	if (now < *next_tick)
+		return 0;
+	*next_tick = now + ISCSI_TICK_MS;
+	return c->hooks->tick ? c->hooks->tick(c->sess, now) : 0;
+}
+
 /* The event thread's loop on poll(2): tcp_ring_loop's fallback.  The error that ended the connection, or 0. */
 static int poll_loop(struct tcp_conn *c)
 {
@@ -630,12 +639,8 @@ static int poll_loop(struct tcp_conn *c)
 	bool guest = c->hooks->guest_fd && c->hooks->guest_run && c->hooks->guest_live;
 	bool want_out = false;
 	while (!atomic_load(&c->ev.stop)) {
-		int64_t now = clk_now_ms();
-		if (now >= next_tick) {
-			next_tick = now + ISCSI_TICK_MS;
-			if (c->hooks->tick && (err = c->hooks->tick(c->sess, now)))
-				break;
-		}
+		if ((err = tcp_tick(c, &next_tick)))
+			break;
 		/* Clear the kick before pulling work so a later kick wakes us again. */
 		bool kicked = atomic_exchange(&c->ev.kicked, false);
 		/*

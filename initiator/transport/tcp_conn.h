@@ -91,6 +91,9 @@ int tcp_rx_got(struct tcp_conn *c, size_t r, size_t asked);
 /* Event thread.  Parse rxbuf, then read and parse until the socket is empty (see tcp.c); 0, or -errno. */
 int tcp_rx_drain(struct tcp_conn *c, bool drained);
 
+/* Event thread.  The session's tick hook once *next_tick (ms, clk_now_ms) has come, then the next; 0, or its error. */
+int tcp_tick(struct tcp_conn *c, int64_t *next_tick);
+
 /*
  * The event thread's loop on an io_uring (tcp_ring.c): as tcp.c's poll
  * loop, but the wait and the pass's sendmsg are one io_uring_enter.

@@ -450,12 +450,8 @@ int tcp_ring_loop(struct tcp_conn *c)
 	int64_t next_tick = clk_now_ms() + ISCSI_TICK_MS;
 	bool guest = c->hooks->guest_fd && c->hooks->guest_run && c->hooks->guest_live;
 	while (!atomic_load(&c->ev.stop)) {
-		int64_t now = clk_now_ms();
-		if (now >= next_tick) {
-			next_tick = now + ISCSI_TICK_MS;
-			if (c->hooks->tick && (err = c->hooks->tick(c->sess, now)))
-				break;
-		}
+		if ((err = tcp_tick(c, &next_tick)))
+			break;
 		/* Clear the kick before pulling work so a later kick wakes us again. */
 		bool kicked = atomic_exchange(&c->ev.kicked, false);
 		if (!L.sending && !L.out_armed &&

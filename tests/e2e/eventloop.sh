@@ -59,10 +59,6 @@ suite_teardown() {
 	return 0
 }
 
-stat_of() {
-	awk -v k="$1" '$1 == k { print $2 }' "$mnt/.stats"
-}
-
 if ! tgtd_start "$work/tgtd" 64M 0 >/dev/null 2>"$work/log"; then
 	fail "tgtd started"
 	note "$work/log"
@@ -71,13 +67,6 @@ if ! tgtd_start "$work/tgtd" 64M 0 >/dev/null 2>"$work/log"; then
 fi
 pass "tgtd started ($TGT_URL)"
 ctl=$(<"$work/tgtd/ctl")
-
-# the worker process: the one that serves (the supervisor's child), else the daemon itself
-worker_pid() {
-	local w
-	w=$(pgrep -P "$daemon" | head -1)
-	echo "${w:-$daemon}"
-}
 
 # syscalls_per_read N: the worker's system calls over N one-at-a-time 4 KiB O_DIRECT reads, per read
 syscalls_per_read() {
