@@ -1,24 +1,34 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * The TCP event thread's loop on an io_uring (liburing): the poll loop of
- * tcp.c with one system call less per pass that sends.
+ * The TCP event thread's loop on an io_uring (liburing): tcp.c's poll
+ * loop with the waits, sends, receives and the writes its callbacks make
+ * folded into few io_uring_enter calls.
  *
  * A pass: the tick, then the transmit round (tcp_tx_next under tx_lock:
- * the rest of a batch, or a new one), whose sendmsg becomes an SQE; one
- * single-shot POLL_ADD each for the socket, the eventfd (kick) and the
- * guest's descriptor, armed again once fired (so readiness is level-
- * triggered, as with poll(2)); then one io_uring_enter submits and waits
- * for a completion or the next tick.  The completions are handled as
- * poll(2)'s revents were: the send first (tx_done once a batch is all
- * written, as a synchronous send would have), then the kick, the socket
- * (tcp_rx_drain) and the guest.
+ * the rest of a batch, or a new one), whose sendmsg becomes an SQE; the
+ * socket watched by a receive armed into rxbuf's free room (a POLL_ADD
+ * instead while a Data-In payload is placed straight into a command's
+ * slice, which only tcp_rx_drain's own readv may write); single-shot
+ * POLL_ADDs for the eventfd (kick) and the guest's descriptor, armed again
+ * once fired (so readiness is level-triggered, as with poll(2)); then one
+ * io_uring_enter submits and waits for a completion or the next tick.
+ * The completions are handled as poll(2)'s revents were (handle): the
+ * send first (tx_done once a batch is all written, as a synchronous send
+ * would have), then the kick, the socket and the guest.  What the
+ * callbacks of the pass queued with iscsi_tcp_ring_writev goes in one
+ * io_uring_submit after them; once those writes are made the flush hook
+ * runs (the gateway returns the pool slices the replies referred to).
  *
  * The batch stays in c->iov while its SQE is out: iovpos < iovcnt, so a
  * direct sender (tcp_try_send) keeps off it.  A send the socket could not
- * take (-EAGAIN) waits for a POLLOUT poll.  At the end every SQE still out
- * is cancelled and its completion reaped before the ring goes, so nothing
- * of the kernel's refers to the batch, the msghdr or a descriptor after
- * the loop returns.
+ * take (-EAGAIN) waits for a POLLOUT poll.  The ring runs its completions'
+ * task work only inside this thread's io_uring_enter (DEFER_TASKRUN) where
+ * the kernel has that; under valgrind the waits are poll(2)s on the ring's
+ * descriptor (enter_polled).  A ring that cannot be made or entered
+ * leaves the poll loop to serve (ring_make).  At the end every SQE still
+ * out is cancelled and its completion reaped before the ring goes, so
+ * nothing of the kernel's refers to the batch, rxbuf, the msghdr, a write
+ * slot or a descriptor after the loop returns.
  */
 #include <errno.h>
 #include <liburing.h>
@@ -52,7 +62,6 @@ struct ring_write {
 	uint8_t inl[WRITE_INLINE];
 };
 
-
 struct ring_loop {
 	struct io_uring ring;
 	struct msghdr msg;          /* the send's; lives while its SQE is out */
@@ -81,7 +90,7 @@ struct ring_loop {
 static _Thread_local struct ring_loop *this_loop; /* the calling thread's, while it runs tcp_ring_loop */
 static void (*_Atomic flush_fn)(void);
 
-/* An SQE (the ring is sized for every SQE a pass can have, so one is always free). */
+/* An SQE: a free one, else what is queued is submitted first to free one. */
 static struct io_uring_sqe *sqe_get(struct ring_loop *L)
 {
 	struct io_uring_sqe *sqe = io_uring_get_sqe(&L->ring);
