@@ -6,8 +6,9 @@
  * Full feature phase: one event thread per connection owns the socket and
  * everything in struct tcp_conn (tcp_conn.h) marked so.  It waits on the
  * socket and an eventfd (kick) on an io_uring (tcp_ring.c, the default)
- * or in poll(2) (poll_loop below: iscsi_tcp_set_ring(false), or no ring), reads as much as the socket has into `rxbuf` and
- * parses many PDUs from it; Data-In payload that has not arrived yet is
+ * or in poll(2) (poll_loop below: iscsi_tcp_set_ring(false), or no
+ * ring), reads as much as the socket has into `rxbuf` and parses many
+ * PDUs from it; Data-In payload that has not arrived yet is
  * read with readv straight into the destination slice; it sends batches
  * of PDUs pulled from the session with one sendmsg (BHS, payload slice,
  * padding; no copy, no allocation).
