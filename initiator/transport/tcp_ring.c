@@ -57,7 +57,6 @@ enum { UD_SOCK = 1, UD_RECV, UD_SOCK_OUT, UD_KICK, UD_SEND, UD_CANCEL, UD_WRITE 
 #define WRITE_COPY_MAX 64   /* an entry this small is copied, a larger one referenced */
 
 struct ring_write {
-	bool busy;
 	struct iovec iov[WRITE_IOV_MAX];
 	uint8_t inl[WRITE_INLINE];
 };
@@ -82,6 +81,8 @@ struct ring_loop {
 	bool send_done;
 	bool polled;                /* wait in poll(2) on the ring's descriptor (enter_polled) */
 	struct ring_write writes[WRITE_SLOTS];
+	uint8_t write_free[WRITE_SLOTS]; /* indexes of the free write slots, a stack */
+	unsigned nwrite_free;
 	unsigned writes_out;        /* queued writes whose completion has not come */
 	unsigned writes_new;        /* of those, not submitted yet */
 	bool held;                  /* a write was queued since the last flush (iscsi_tcp_ring_set_flush) */
@@ -141,7 +142,7 @@ static void reap(struct ring_loop *L, const struct io_uring_cqe *cqe)
 		break;
 	default:
 		if (ud >= UD_WRITE && ud < UD_WRITE + WRITE_SLOTS) {
-			L->writes[ud - UD_WRITE].busy = false;
+			L->write_free[L->nwrite_free++] = (uint8_t)(ud - UD_WRITE);
 			L->writes_out--;
 			if (cqe->res < 0)
 				log_debug("a queued write failed: %s", strerror(-cqe->res));
@@ -274,16 +275,14 @@ static int enter_polled(struct ring_loop *L, int64_t wait_ms, unsigned wait_nr)
 	if (r < 0 && r != -EINTR && r != -EBUSY)
 		return r;
 	int n = reap_all(L);
-	int64_t deadline = 0;
 	while (wait_ms > 0 && (unsigned)n < wait_nr) {
-		if (!deadline)
-			deadline = clk_now_ms() + wait_ms;
-		int64_t left = deadline - clk_now_ms();
-		if (left <= 0)
-			break;
+		/* each poll may wait wait_ms: no clock read, valgrind only */
 		struct pollfd p = {.fd = L->ring.ring_fd, .events = POLLIN};
-		if (poll(&p, 1, (int)left) < 0 && errno != EINTR)
+		int pr = poll(&p, 1, (int)wait_ms);
+		if (pr < 0 && errno != EINTR)
 			return -errno;
+		if (pr == 0)
+			break;
 		n += reap_all(L);
 	}
 	return n;
@@ -355,12 +354,9 @@ int iscsi_tcp_ring_writev(int fd, const struct iovec *iov, int n)
 	struct ring_loop *L = this_loop;
 	if (!L || n < 0 || n > WRITE_IOV_MAX)
 		return -EAGAIN;
-	struct ring_write *w = NULL;
-	for (unsigned i = 0; i < WRITE_SLOTS && !w; i++)
-		if (!L->writes[i].busy)
-			w = &L->writes[i];
-	if (!w)
+	if (!L->nwrite_free)
 		return -EAGAIN;
+	struct ring_write *w = &L->writes[L->write_free[--L->nwrite_free]];
 	size_t used = 0;
 	for (int i = 0; i < n; i++) {
 		w->iov[i] = iov[i];
@@ -373,7 +369,6 @@ int iscsi_tcp_ring_writev(int fd, const struct iovec *iov, int n)
 	struct io_uring_sqe *sqe = sqe_get(L);
 	io_uring_prep_writev(sqe, fd, w->iov, (unsigned)n, (uint64_t)-1);
 	io_uring_sqe_set_data64(sqe, UD_WRITE + (uint64_t)(w - L->writes));
-	w->busy = true;
 	L->out++;
 	L->writes_out++;
 	L->writes_new++;
@@ -453,6 +448,9 @@ int tcp_ring_loop(struct tcp_conn *c)
 	struct ring_loop L = {.guest_armed = -1, .polled = UNDER_VALGRIND()};
 	if (ring_make(&L))
 		return -ENOSYS;
+	for (unsigned i = 0; i < WRITE_SLOTS; i++)
+		L.write_free[i] = (uint8_t)(WRITE_SLOTS - 1 - i);
+	L.nwrite_free = WRITE_SLOTS;
 	tcp_ring_running(true);
 	this_loop = &L;
 	int err = 0;
