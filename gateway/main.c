@@ -38,6 +38,7 @@
 #include "initiator/util/defaults.h"
 #include "initiator/util/log.h"
 #include "initiator/util/thread.h"
+#include "initiator/transport/transport.h"
 #include "initiator/net/url.h"
 #include "gateway/settings/credentials.h"
 #include "gateway/setup/daemon.h"
@@ -283,6 +284,13 @@ static int mount_check(struct mount *m)
 			gw_settings_where(o, GW_OPT_IO_URING, where, sizeof(where)), o->str[GW_OPT_IO_URING]);
 		return -1;
 	}
+	const char *loop = o->str[GW_OPT_EVENT_LOOP];
+	if (loop && strcmp(loop, "uring") && strcmp(loop, "poll")) {
+		fprintf(stderr, "iserfuse: %sbad option 'event_loop=%s': uring or poll expected\n",
+			gw_settings_where(o, GW_OPT_EVENT_LOOP, where, sizeof(where)), loop);
+		return -1;
+	}
+	iscsi_tcp_set_ring(!loop || !strcmp(loop, "uring"));
 	/* given neither on the command line nor in the configuration file: the environment's, if any */
 	const char *uenv = getenv("ISERFUSE_IO_URING");
 	if (!o->str[GW_OPT_IO_URING] && uenv && *uenv && gw_uring_mode_parse(uenv, &m->umode)) {

@@ -93,12 +93,56 @@ void *buf_pool_tryget(struct buf_pool *p, unsigned *index)
 	return s;
 }
 
+/* The calling thread's held puts (pool_hold_begin). */
+struct held_put {
+	struct buf_pool *p;
+	void *slice;
+};
+static _Thread_local bool holding;
+static _Thread_local struct held_put *held; /* also under held_key, which frees it when the thread ends */
+static _Thread_local size_t nheld, held_cap;
+static pthread_key_t held_key;
+static pthread_once_t held_once = PTHREAD_ONCE_INIT;
+
+static void held_key_make(void) { pthread_key_create(&held_key, free); }
+
+void pool_hold_begin(void) { holding = true; }
+
+static void hold(struct buf_pool *p, void *slice)
+{
+	if (nheld == held_cap) {
+		size_t cap = held_cap ? 2 * held_cap : 64;
+		struct held_put *n = realloc(held, cap * sizeof(*n));
+		if (!n) {
+			fprintf(stderr, "iserfuse: out of memory to hold a returned slice\n");
+			abort(); /* returning it now could hand out bytes a queued write still reads */
+		}
+		held = n;
+		held_cap = cap;
+		pthread_once(&held_once, held_key_make);
+		pthread_setspecific(held_key, held);
+	}
+	held[nheld++] = (struct held_put){p, slice};
+}
+
+void pool_hold_end(void)
+{
+	holding = false;
+	for (size_t i = 0; i < nheld; i++)
+		buf_pool_put(held[i].p, held[i].slice);
+	nheld = 0;
+}
+
 void buf_pool_put(struct buf_pool *p, void *slice)
 {
 	uint8_t *b = slice;
 	if (b < p->base || b >= p->base + p->len || (size_t)(b - p->base) % p->slice_size) {
 		fprintf(stderr, "iserfuse: buf_pool_put of a pointer outside the pool\n");
 		abort();
+	}
+	if (holding) {
+		hold(p, slice);
+		return;
 	}
 	pthread_mutex_lock(&p->lock);
 	if (p->nfree == p->nslices) {

@@ -40,8 +40,23 @@ void *buf_pool_tryget(struct buf_pool *p, unsigned *index);
 void pool_nowait_set(bool on);
 bool pool_nowait(void);
 
-/* Return a slice obtained from this pool.  Passing anything else aborts. */
+/*
+ * Return a slice obtained from this pool.  Passing anything else aborts.
+ * While the calling thread holds its puts (pool_hold_begin) the slice is
+ * kept back until pool_hold_end.
+ */
 void buf_pool_put(struct buf_pool *p, void *slice);
+
+/*
+ * The calling thread's puts are held from now on: a slice it returns stays
+ * out of every pool (its bytes as they are) until pool_hold_end, for a
+ * write queued on a ring that still refers to them
+ * (iscsi_tcp_ring_writev).  Per thread; idempotent.
+ */
+void pool_hold_begin(void);
+
+/* Return the slices the calling thread held, and hold no more.  Aborts when out of memory to hold one. */
+void pool_hold_end(void);
 
 /*
  * The number (0..nslices-1) of the slice that starts at slice, in *index.

@@ -16,6 +16,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "initiator/transport/transport.h"
 #include "gateway/fuse/fuse_io.h"
 #include "gateway/fuse/fuse_uring.h"
 #include "gateway/gateway.h"
@@ -195,6 +196,9 @@ int gw_stats_render(struct gw *g, char **out, size_t *len)
 		gw_io_counts(g->io, &io_fast, &io_handed);
 	fprintf(f, "io_thread_requests %llu\nio_thread_handed_off %llu\n", (unsigned long long)io_fast,
 		(unsigned long long)io_handed);
+	unsigned loops_ring = 0, loops_poll = 0;
+	iscsi_tcp_loops(&loops_ring, &loops_poll);
+	fprintf(f, "tcp_loops_uring %u\ntcp_loops_poll %u\n", loops_ring, loops_poll);
 	const struct gw_life_state *st = gw_life.st; /* workers replaced, requests the kernel resent (supervisor.h) */
 	fprintf(f, "worker_restarts %llu\nrequests_resent %llu\n", st ? (unsigned long long)atomic_load(&st->restarts) : 0ull,
 		st ? (unsigned long long)atomic_load(&st->resent) : 0ull);

@@ -19,6 +19,8 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "cache/pool/pool.h"
+#include "initiator/transport/transport.h"
 #include "initiator/util/log.h"
 
 static_assert(sizeof(void *) == sizeof(uint64_t), "a raw reply's argument holds a 64-bit unique");
@@ -69,6 +71,7 @@ struct gw_io *gw_io_new(struct fuse_session *se, gw_io_fast_fn fast, void *fast_
 	io->fd = fuse_session_fd(se);
 	io->fast = fast;
 	io->fast_arg = fast_arg;
+	iscsi_tcp_ring_set_flush(pool_hold_end); /* the slices of replies queued on a ring (gw_io_reply) */
 	pthread_mutex_init(&io->lock, NULL);
 	pthread_mutex_init(&io->run_lock, NULL);
 	pthread_cond_init(&io->cv, NULL);
@@ -141,6 +144,16 @@ void gw_io_reply(void *arg, int err, const struct iovec *iov, int n)
 		len += iov[i].iov_len;
 	}
 	h.len = (uint32_t)len;
+	/*
+	 * On a TCP event thread's ring: queued, and written with the other
+	 * replies of its pass in one io_uring_enter; the slices the data lies in
+	 * are held back until then (gw_io_ring_flush).
+	 */
+	if (iscsi_tcp_ring_writev(io_one.fd, v, cnt) == 0) {
+		pool_hold_begin();
+		atomic_fetch_sub_explicit(&io_one.inflight, 1, memory_order_relaxed);
+		return;
+	}
 	ssize_t w = writev(io_one.fd, v, cnt);
 	/* ENOENT: interrupted, the kernel no longer waits for it; ENODEV: unmounted */
 	if (w < 0 && errno != ENOENT && errno != ENODEV)

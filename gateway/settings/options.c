@@ -95,6 +95,10 @@ const struct gw_opt gw_opts[GW_OPT_COUNT] = {
 	[GW_OPT_IO_URING] = {"io_uring", GW_OPT_STR, "MODE", 0, "auto", 0, 0, 0, 0,
 			     "FUSE requests over io_uring: auto (where the kernel offers it, else\n"
 			     "/dev/fuse), on (or no mount) or off"},
+	[GW_OPT_EVENT_LOOP] = {"event_loop", GW_OPT_STR, "L", 0, "uring", 0, 0, 0, 0,
+			       "how each iSCSI/TCP connection's thread waits: uring (io_uring: a wait,\n"
+			       "the send and the receive in one system call; poll where the kernel\n"
+			       "refuses a ring) or poll"},
 };
 
 /* The order of --help (and of the man page's OPTIONS). */
@@ -105,7 +109,7 @@ static const enum gw_opt_id help_order[] = {
 	GW_OPT_WRITEBACK, GW_OPT_HEADER_DIGEST, GW_OPT_DATA_DIGEST, GW_OPT_TRANSPORT, GW_OPT_MULTIPATH, GW_OPT_PORTAL,
 	GW_OPT_DISCOVER_PORTALS, GW_OPT_ACCEPT_UNLISTED_PORTALS, GW_OPT_SESSIONS, GW_OPT_PATH_SELECTOR,
 	GW_OPT_SECRET_FILE,
-	GW_OPT_LOG_LEVEL, GW_OPT_LOG_FILE, GW_OPT_IO_THREADS, GW_OPT_MAX_THREADS, GW_OPT_IO_URING, GW_OPT_UMASK, GW_OPT_ALLOW_OTHER,
+	GW_OPT_LOG_LEVEL, GW_OPT_LOG_FILE, GW_OPT_IO_THREADS, GW_OPT_MAX_THREADS, GW_OPT_IO_URING, GW_OPT_EVENT_LOOP, GW_OPT_UMASK, GW_OPT_ALLOW_OTHER,
 };
 _Static_assert(sizeof(help_order) / sizeof(help_order[0]) == GW_OPT_COUNT, "every option in --help");
 

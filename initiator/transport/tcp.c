@@ -4,9 +4,11 @@
  * non-blocking socket.
  *
  * Full feature phase: one event thread per connection owns the socket and
- * everything in struct tcp_conn below `thread`.  It polls the socket and
- * an eventfd (kick), reads as much as the socket has into `rxbuf` and
- * parses many PDUs from it; Data-In payload that has not arrived yet is
+ * everything in struct tcp_conn (tcp_conn.h) marked so.  It waits on the
+ * socket and an eventfd (kick) on an io_uring (tcp_ring.c, the default)
+ * or in poll(2) (poll_loop below: iscsi_tcp_set_ring(false), or no
+ * ring), reads as much as the socket has into `rxbuf` and parses many
+ * PDUs from it; Data-In payload that has not arrived yet is
  * read with readv straight into the destination slice; it sends batches
  * of PDUs pulled from the session with one sendmsg (BHS, payload slice,
  * padding; no copy, no allocation).
@@ -59,54 +61,28 @@
 #include "evthread.h"
 #include "initiator/util/log.h"
 #include "transport.h"
-
-#define TX_SLOTS 32
-static_assert(TX_SLOTS <= ISCSI_TX_BATCH_MAX, "a tx_fill batch fits the session's tx_done");
-#define RX_BUF_MIN (256u * 1024u)
-#define AHS_MAX (255u * 4u)
-#define IOV_PER_SLOT 5 /* BHS, header digest, data, padding, data digest */
-#define RX_EXACT_MIN (16u * 1024u) /* a Data-In payload this large: read the next header alone */
-#define RX_BATCH (64u * 1024u)      /* at most this much per read(2) into rxbuf: what a large Data-In arriving
-				       * after small PDUs may have copied */
-
-struct tcp_conn {
-	struct iscsi_transport base;
-	int fd;
-	char peer[300];
-	const struct iscsi_transport_hooks *hooks;
-	void *sess;
-	struct iscsi_params params;
-	bool hdig, ddig;                 /* CRC32C header / data digests (full feature phase) */
-	struct iscsi_evthread ev;        /* the event thread and its wake-up */
-
-	/* ---- transmit side: tx_lock (the event thread, or a direct sender) ---- */
-	pthread_mutex_t tx_lock;
-	bool tx_closing;                 /* no more direct sends (conn_lost or shutdown begun) */
-	int tx_err;                      /* a direct send's write error, for the event thread to act on */
-
-	/* ---- owned by the event thread ---- */
-	uint8_t *rxbuf;
-	size_t rxcap, rxstart, rxend;
-	bool in_datain;                  /* reading a Data-In payload straight into `dest` */
-	bool rx_exact;                   /* the last PDU was a large Data-In: read up to the next header, no further */
-	uint8_t datain_bhs[ISCSI_BHS_LEN];
-	uint8_t *dest;
-	uint32_t dest_left, pad_left, dig_left;
-	uint32_t pad_len, dig_len;       /* of the Data-In being placed: padding, data digest (0 or 4) */
-	uint32_t dcrc;                   /* its data digest so far (iscsi_crc32c chaining) */
-	uint8_t pad_sink[4];             /* its padding (covered by the data digest) */
-	uint8_t dig_buf[ISCSI_DIGEST_LEN]; /* its data digest as received */
-
-	/* ---- transmit state: tx_lock ---- */
-	struct iscsi_tx_slot slots[TX_SLOTS];
-	int nslots;                      /* slots of the batch being written */
-	uint8_t tx_dig[TX_SLOTS][2][ISCSI_DIGEST_LEN]; /* header and data digest of each slot */
-	struct iovec iov[TX_SLOTS * IOV_PER_SLOT];
-	int iovcnt, iovpos;
-	_Atomic uint64_t bytes_copied;   /* payload copied from rxbuf to a slice (relaxed; read by tcp_payload_copied) */
-};
+#include "tcp_conn.h"
 
 static const uint8_t zero_pad[4];
+static atomic_bool ring_on = true; /* iscsi_tcp_set_ring */
+
+static atomic_uint loops_ring, loops_poll; /* event threads in tcp_ring_loop, in poll_loop */
+
+void iscsi_tcp_set_ring(bool on) { atomic_store(&ring_on, on); }
+
+void iscsi_tcp_loops(unsigned *ring, unsigned *poll)
+{
+	*ring = atomic_load(&loops_ring);
+	*poll = atomic_load(&loops_poll);
+}
+
+void tcp_ring_running(bool on)
+{
+	if (on)
+		atomic_fetch_add(&loops_ring, 1);
+	else
+		atomic_fetch_sub(&loops_ring, 1);
+}
 
 /* The tick hook's clock (transport.h): clk_now_ms, for login.c, discovery.c and iser.c. */
 int64_t iscsi_now_ms(void) { return clk_now_ms(); }
@@ -298,6 +274,18 @@ static void tx_build(struct tcp_conn *c, int n)
 	}
 }
 
+void tcp_tx_advance(struct tcp_conn *c, size_t w)
+{
+	while (c->iovpos < c->iovcnt && w >= c->iov[c->iovpos].iov_len) {
+		w -= c->iov[c->iovpos].iov_len;
+		c->iovpos++;
+	}
+	if (c->iovpos < c->iovcnt) {
+		c->iov[c->iovpos].iov_base = (uint8_t *)c->iov[c->iovpos].iov_base + w;
+		c->iov[c->iovpos].iov_len -= w;
+	}
+}
+
 /* Write what the batch has left, without blocking: 1 all written, 0 the socket is full, or -errno. */
 static int tx_write(struct tcp_conn *c)
 {
@@ -311,16 +299,28 @@ static int tx_write(struct tcp_conn *c)
 				continue;
 			return -errno;
 		}
-		while (c->iovpos < c->iovcnt && (size_t)w >= c->iov[c->iovpos].iov_len) {
-			w -= (ssize_t)c->iov[c->iovpos].iov_len;
-			c->iovpos++;
-		}
-		if (c->iovpos < c->iovcnt) {
-			c->iov[c->iovpos].iov_base = (uint8_t *)c->iov[c->iovpos].iov_base + w;
-			c->iov[c->iovpos].iov_len -= (size_t)w;
-		}
+		tcp_tx_advance(c, (size_t)w);
 	}
 	return 1;
+}
+
+void tcp_tx_done(struct tcp_conn *c)
+{
+	if (c->nslots && c->hooks->tx_done)
+		c->hooks->tx_done(c->sess, c->slots, c->nslots);
+	c->nslots = 0;
+}
+
+bool tcp_tx_next(struct tcp_conn *c)
+{
+	if (c->iovpos < c->iovcnt)
+		return true;
+	tcp_tx_done(c);
+	int n = c->hooks->tx_fill(c->sess, c->slots, TX_SLOTS);
+	if (n <= 0)
+		return false;
+	tx_build(c, n);
+	return true;
 }
 
 /*
@@ -334,18 +334,13 @@ static int tx_flush(struct tcp_conn *c, bool once)
 		return c->tx_err;
 	for (int fills = 0;;) {
 		if (c->iovpos == c->iovcnt) {
-			if (c->nslots && c->hooks->tx_done)
-				c->hooks->tx_done(c->sess, c->slots, c->nslots);
-			c->nslots = 0;
-			if (once && fills)
+			if (fills && (once || (c->hooks->tx_idle && c->hooks->tx_idle(c->sess)))) {
+				tcp_tx_done(c); /* the last fill took all there was: no second round for nothing */
 				return 0;
-			if (fills && c->hooks->tx_idle && c->hooks->tx_idle(c->sess))
-				return 0; /* the last fill took all there was: no second round for nothing */
-			int n = c->hooks->tx_fill(c->sess, c->slots, TX_SLOTS);
+			}
 			fills++;
-			if (n <= 0)
+			if (!tcp_tx_next(c))
 				return 0;
-			tx_build(c, n);
 		}
 		int rc = tx_write(c);
 		if (rc <= 0)
@@ -560,74 +555,94 @@ static size_t rx_header_len(const struct tcp_conn *c)
 	return ISCSI_BHS_LEN + (c->hdig ? ISCSI_DIGEST_LEN : 0);
 }
 
+int tcp_rx_target(struct tcp_conn *c, struct iovec iov[4], size_t *asked)
+{
+	if (c->in_datain) {
+		iov[0] = (struct iovec){c->dest, c->dest_left};
+		iov[1] = (struct iovec){c->pad_sink + (c->pad_len - c->pad_left), c->pad_left};
+		iov[2] = (struct iovec){c->dig_buf + (c->dig_len - c->dig_left), c->dig_left};
+		iov[3] = (struct iovec){c->rxbuf, c->rx_exact ? rx_header_len(c) : c->rxcap};
+		*asked = iov[0].iov_len + iov[1].iov_len + iov[2].iov_len + iov[3].iov_len;
+		return 4;
+	}
+	if (c->rxend == c->rxcap)
+		return -EPROTO; /* cannot happen: rxcap holds the largest PDU */
+	size_t room = min_size(c->rxcap - c->rxend, RX_BATCH);
+	if (c->rx_exact && c->rxend - c->rxstart < rx_header_len(c))
+		room = min_size(room, rx_header_len(c) - (c->rxend - c->rxstart)); /* the rest of the next header */
+	iov[0] = (struct iovec){c->rxbuf + c->rxend, room};
+	*asked = room;
+	return 1;
+}
+
+int tcp_rx_got(struct tcp_conn *c, size_t r, size_t asked)
+{
+	if (r == 0)
+		return -ECONNRESET;
+	if (c->in_datain) {
+		int rc = rx_placed(c, r);
+		if (rc)
+			return rc;
+	} else {
+		c->rxend += r;
+	}
+	return r < asked;
+}
+
 /*
- * Read what the socket has; returns 0 when it would block, or -errno.
+ * Parse what rxbuf holds, then read what the socket has and parse it, and
+ * so on; returns 0 when it would block, or -errno.  drained: a read just
+ * came back short (the socket is empty), so parse and read no more.
  * Small PDUs are read many to a read(2) into rxbuf (their payloads copied
  * from there); after a Data-In of RX_EXACT_MIN bytes or more only up to
  * the next header, so a run of large Data-In PDUs lands without a copy.
  */
-static int rx_drain(struct tcp_conn *c)
+int tcp_rx_drain(struct tcp_conn *c, bool drained)
 {
-	bool drained = false;
 	for (;;) {
 		int rc = rx_parse(c);
 		if (rc || drained)
 			return rc;
-		ssize_t r;
+		struct iovec iov[4];
 		size_t asked;
-		if (c->in_datain) {
-			struct iovec iov[4] = {
-				{c->dest, c->dest_left},
-				{c->pad_sink + (c->pad_len - c->pad_left), c->pad_left},
-				{c->dig_buf + (c->dig_len - c->dig_left), c->dig_left},
-				{c->rxbuf, c->rx_exact ? rx_header_len(c) : c->rxcap},
-			};
-			asked = iov[0].iov_len + iov[1].iov_len + iov[2].iov_len + iov[3].iov_len;
-			r = readv(c->fd, iov, 4);
-			if (r > 0 && (rc = rx_placed(c, (size_t)r)))
-				return rc;
-		} else {
-			if (c->rxend == c->rxcap)
-				return -EPROTO; /* cannot happen: rxcap holds the largest PDU */
-			size_t room = min_size(c->rxcap - c->rxend, RX_BATCH);
-			if (c->rx_exact && c->rxend - c->rxstart < rx_header_len(c))
-				room = min_size(room, rx_header_len(c) - (c->rxend - c->rxstart)); /* the rest of the next header */
-			asked = room;
-			r = read(c->fd, c->rxbuf + c->rxend, room);
-			if (r > 0)
-				c->rxend += (size_t)r;
-		}
-		/* A short read emptied the socket: parse what came, then back to
-		 * poll (level-triggered) instead of a read that would say EAGAIN. */
-		if (r > 0 && (size_t)r < asked)
-			drained = true;
-		if (r == 0)
-			return -ECONNRESET;
+		int n = tcp_rx_target(c, iov, &asked);
+		if (n < 0)
+			return n;
+		ssize_t r = n == 1 ? read(c->fd, iov[0].iov_base, iov[0].iov_len) : readv(c->fd, iov, n);
 		if (r < 0) {
 			if (errno == EAGAIN)
 				return 0;
 			if (errno != EINTR)
 				return -errno;
+			continue;
 		}
+		/* A short read emptied the socket: parse what came, then back to
+		 * poll (level-triggered) instead of a read that would say EAGAIN. */
+		if ((rc = tcp_rx_got(c, (size_t)r, asked)) < 0)
+			return rc;
+		drained = rc;
 	}
 }
 
-static void *event_thread(void *arg)
+int tcp_tick(struct tcp_conn *c, int64_t *next_tick)
 {
-	struct tcp_conn *c = arg;
+	int64_t now = clk_now_ms();
+	if (now < *next_tick)
+		return 0;
+	*next_tick = now + ISCSI_TICK_MS;
+	return c->hooks->tick ? c->hooks->tick(c->sess, now) : 0;
+}
+
+/* The event thread's loop on poll(2): tcp_ring_loop's fallback.  The error that ended the connection, or 0. */
+static int poll_loop(struct tcp_conn *c)
+{
 	int err = 0;
 	int64_t next_tick = clk_now_ms() + ISCSI_TICK_MS;
 	bool guest = c->hooks->guest_fd && c->hooks->guest_run && c->hooks->guest_live;
 	bool want_out = false;
-	if (guest)
-		c->hooks->guest_live(c->sess, true);
 	while (!atomic_load(&c->ev.stop)) {
-		int64_t now = clk_now_ms();
-		if (now >= next_tick) {
-			next_tick = now + ISCSI_TICK_MS;
-			if (c->hooks->tick && (err = c->hooks->tick(c->sess, now)))
-				break;
-		}
+		if ((err = tcp_tick(c, &next_tick)))
+			break;
 		/* Clear the kick before pulling work so a later kick wakes us again. */
 		bool kicked = atomic_exchange(&c->ev.kicked, false);
 		/*
@@ -663,12 +678,27 @@ static void *event_thread(void *arg)
 		if ((p[1].revents & POLLIN) && (err = iscsi_evthread_drain(&c->ev)))
 			break;
 		if (p[0].revents & (POLLIN | POLLERR | POLLHUP)) {
-			if ((err = rx_drain(c)))
+			if ((err = tcp_rx_drain(c, false)))
 				break;
 		}
 		/* the guest's work, queued now, goes out at the top of the next pass */
 		if (gfd >= 0 && (p[2].revents & (POLLIN | POLLERR | POLLHUP)))
 			c->hooks->guest_run(c->sess);
+	}
+	return err;
+}
+
+static void *event_thread(void *arg)
+{
+	struct tcp_conn *c = arg;
+	bool guest = c->hooks->guest_fd && c->hooks->guest_run && c->hooks->guest_live;
+	if (guest)
+		c->hooks->guest_live(c->sess, true);
+	int err = atomic_load(&ring_on) ? tcp_ring_loop(c) : -ENOSYS;
+	if (err == -ENOSYS) {
+		atomic_fetch_add(&loops_poll, 1);
+		err = poll_loop(c);
+		atomic_fetch_sub(&loops_poll, 1);
 	}
 	if (guest)
 		c->hooks->guest_live(c->sess, false);

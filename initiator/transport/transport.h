@@ -25,6 +25,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <sys/uio.h>
 
 #include "initiator/wire/pdu.h"
 #include "initiator/wire/text.h"
@@ -214,5 +215,38 @@ struct iscsi_transport {
 };
 
 extern const struct iscsi_transport_ops iscsi_tcp_transport;
+
+/*
+ * How TCP event threads started from now on wait (process-wide; any
+ * thread): true (the default), on an io_uring whose io_uring_enter also
+ * submits the pass's sendmsg, falling back to poll(2) where no ring can be
+ * made; false, on poll(2) always.
+ */
+void iscsi_tcp_set_ring(bool on);
+
+/*
+ * On a TCP event thread that runs on its io_uring (say, in a completion
+ * callback): queue writev(fd, iov, n) (n <= 8) on that ring, to be
+ * submitted once the callbacks of the thread's current pass have run,
+ * with whatever else they queued: one io_uring_enter for them all.  An
+ * entry of 64 bytes or less is copied now; a larger one is only
+ * referenced and must stay as it is until the flush hook
+ * (iscsi_tcp_ring_set_flush) runs on this thread.  0 when queued;
+ * -EAGAIN on any other thread, or with 64 writes out already: write it
+ * yourself.  The result of the write is not reported (a failure is
+ * logged at debug level).
+ */
+int iscsi_tcp_ring_writev(int fd, const struct iovec *iov, int n);
+
+/*
+ * fn runs on a TCP event thread after the writes it queued
+ * (iscsi_tcp_ring_writev) have all been made, before it waits again: the
+ * caller's moment to release what those writes referenced.  Set once,
+ * before the first connection; NULL: none.
+ */
+void iscsi_tcp_ring_set_flush(void (*fn)(void));
+
+/* TCP event threads running now (any thread): on an io_uring (*ring), on poll(2) (*poll). */
+void iscsi_tcp_loops(unsigned *ring, unsigned *poll);
 
 #endif

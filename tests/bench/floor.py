@@ -10,7 +10,7 @@
 # CELLS.json is a list of cells, one per peer, workload, queue depth and
 # round:
 #
-#   {"series": "raw" | "libiscsi" | "gateway" | "gateway-readers" | "gateway-s" | "gateway-uring"
+#   {"series": "raw" | "libiscsi" | "gateway" | "gateway-readers" | "gateway-s" | "gateway-poll" | "gateway-uring"
 #              | "nullfuse-dev" | "nullfuse-mt" | "nullfuse-uring",
 #    "workload": "randread" | "randwrite", "qd": 1, "round": 1,
 #    "iops": 12345.0,
@@ -32,6 +32,8 @@
 #                              gateway-s/raw and gateway-uring/raw, the other FUSE paths
 #   default/-s RW qdN          gateway IOPS / gateway-s IOPS (the readers against libfuse's
 #                              one thread), goal >= 0.95
+#   event_loop uring/poll iops RW qdN  gateway IOPS / gateway-poll IOPS (the connection's
+#                              event thread on its io_uring against poll(2)), no goal
 #   gateway/raw randwrite qd32 / gateway/raw randread qd32, goal >= 0.8
 #   raw/libiscsi iops qd32     randread, goal >= 1.25
 #   raw/libiscsi cpu qd32      randread CPU per I/O, goal <= 0.7
@@ -162,6 +164,10 @@ def ratio_defs():
         defs.append((f"default/-s {rw} qd{qd}",
                      lambda g, rw=rw, qd=qd: _div(g("gateway", rw, qd, "iops"), g("gateway-s", rw, qd, "iops")),
                      ">=", 0.95))
+    for rw, qd in WORKLOADS:
+        defs.append((f"event_loop uring/poll iops {rw} qd{qd}",
+                     lambda g, rw=rw, qd=qd: _div(g("gateway", rw, qd, "iops"), g("gateway-poll", rw, qd, "iops")),
+                     None, None))
     defs.extend(_hop_defs("gateway-uring", "nullfuse-uring", " uring"))
     for rw, qd in WORKLOADS:
         defs.append((f"gateway-uring/gateway iops {rw} qd{qd}",
@@ -231,7 +237,7 @@ def compute_counts(cells):
     return out
 
 
-COUNT_SERIES = ["gateway", "gateway-readers", "gateway-s", "gateway-uring", "raw", "nullfuse-dev", "nullfuse-uring"]
+COUNT_SERIES = ["gateway", "gateway-readers", "gateway-s", "gateway-poll", "gateway-uring", "raw", "nullfuse-dev", "nullfuse-uring"]
 
 
 def counts_table(cells, top=3):

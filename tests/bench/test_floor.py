@@ -32,6 +32,7 @@ def cell(series, workload, qd, iops, rnd=1, lat_us=None, jiffies=None, ios=None,
 #   randwrite qd1:  raw 50 / 100000 -> 5 us, gateway 60 / 50000 -> 12 us, nullfuse-dev 40 / 100000 -> 4 us
 #   randwrite qd32: raw 100 / 250000 -> 4 us, gateway 100 / 200000 -> 5 us, nullfuse-dev 100 / 250000 -> 4 us
 # gateway-s (IOPS only): 12500, 30000, 10000, 41000 (randread qd1, qd32, randwrite qd1, qd32)
+# gateway-poll (IOPS only): 8000, 30000, 12500, 32000
 # gateway-uring and nullfuse-uring, over FUSE over io_uring:
 #   randread qd1:   gateway-uring 14000 IOPS, 70 us; nullfuse-uring 20 us
 #   randread qd32:  gateway-uring 36000 IOPS, 270 / 180000 -> 15 us; nullfuse-uring 100 / 250000 -> 4 us
@@ -55,6 +56,10 @@ ONE_ROUND = [
     cell("gateway-s", "randread", 32, 30000),
     cell("gateway-s", "randwrite", 1, 10000),
     cell("gateway-s", "randwrite", 32, 41000),
+    cell("gateway-poll", "randread", 1, 8000),
+    cell("gateway-poll", "randread", 32, 30000),
+    cell("gateway-poll", "randwrite", 1, 12500),
+    cell("gateway-poll", "randwrite", 32, 32000),
     cell("gateway-uring", "randread", 1, 14000, lat_us=70),
     cell("nullfuse-uring", "randread", 1, 50000, lat_us=20),
     cell("gateway-uring", "randread", 32, 36000, jiffies=270, ios=180000),
@@ -93,6 +98,10 @@ WANT_ONE_ROUND = {
     "gateway-uring/raw randread qd32": (0.9, None),
     "gateway-uring/raw randwrite qd1": (0.6, None),
     "gateway-uring/raw randwrite qd32": (0.9, None),
+    "event_loop uring/poll iops randread qd1": (1.25, None),    # 10000 / 8000
+    "event_loop uring/poll iops randread qd32": (1.0, None),
+    "event_loop uring/poll iops randwrite qd1": (0.8, None),    # 10000 / 12500
+    "event_loop uring/poll iops randwrite qd32": (1.25, None),  # 40000 / 32000
     "default/-s randread qd1": (0.8, "MISS"),      # 10000 / 12500
     "default/-s randread qd32": (1.0, "PASS"),
     "default/-s randwrite qd1": (1.0, "PASS"),

@@ -28,7 +28,7 @@ cli_mount "iserfuse lab mounts section [lab] on its mountpoint" -o "config=$conf
 before=$(cat "$mnt/.stats")
 cp "$mnt/.stats" "$work/stats0"
 keys=$(awk '{ print $1 }' "$work/stats0" | tr '\n' ' ')
-want="transport fuse_path mr_registrations payload_bytes_copied rmw_bytes_copied commands bytes_read bytes_written queue_depth queue_depth_max pool_bytes pool_slices pool_in_use pool_in_use_max latency_p50_us latency_p90_us latency_p99_us reconnects tx_direct tx_kicks event_wakeups luns cache_bytes cache_hits cache_misses cache_readahead_bytes cache_readahead_used_bytes cache_readahead_wasted_bytes cache_dirty_blocks cache_writeback_blocks cache_bytes_copied scsi_retries unit_attentions rescans capacity_changes fuse_ring_requests io_thread_requests io_thread_handed_off worker_restarts requests_resent paths paths_up paths_refused failovers path0 "
+want="transport fuse_path mr_registrations payload_bytes_copied rmw_bytes_copied commands bytes_read bytes_written queue_depth queue_depth_max pool_bytes pool_slices pool_in_use pool_in_use_max latency_p50_us latency_p90_us latency_p99_us reconnects tx_direct tx_kicks event_wakeups luns cache_bytes cache_hits cache_misses cache_readahead_bytes cache_readahead_used_bytes cache_readahead_wasted_bytes cache_dirty_blocks cache_writeback_blocks cache_bytes_copied scsi_retries unit_attentions rescans capacity_changes fuse_ring_requests io_thread_requests io_thread_handed_off tcp_loops_uring tcp_loops_poll worker_restarts requests_resent paths paths_up paths_refused failovers path0 "
 check_eq ".stats keys" "$keys" "$want"
 # every key .stats prints is explained in the man page's .stats entry (FILES IN THE MOUNT)
 statsdoc=$(sed -n '/^\.SH FILES IN THE MOUNT/,/^\.SH/p' "$manpage" | sed -n '/^\.B \.stats$/,/^\.RE$/p')

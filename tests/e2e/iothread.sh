@@ -61,10 +61,6 @@ suite_teardown() {
 	return 0
 }
 
-stat_of() {
-	awk -v k="$1" '$1 == k { print $2 }' "$mnt/.stats"
-}
-
 if ! tgtd_start "$work/tgtd" 64M 0 >/dev/null 2>"$work/log"; then
 	fail "tgtd started"
 	note "$work/log"
@@ -81,13 +77,6 @@ it_mount() {
 		"$TGT_URL/1" "$mnt" >"$log" 2>&1 </dev/null &
 	daemon=$!
 	wait_lun "$mnt" 300 "$daemon"
-}
-
-# the worker process: the one that serves (the supervisor's child), else the daemon itself
-worker_pid() {
-	local w
-	w=$(pgrep -P "$daemon" | head -1)
-	echo "${w:-$daemon}"
 }
 
 # switches PID: "TID voluntary_ctxt_switches" per thread

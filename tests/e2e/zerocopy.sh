@@ -60,10 +60,6 @@ suite_teardown() {
 	return 0
 }
 
-stat_of() {
-	awk -v k="$1" '$1 == k { print $2 }' "$mnt/.stats"
-}
-
 if ! tgtd_start "$work/tgtd" 256M 0 >/dev/null 2>"$work/log"; then
 	fail "tgtd started"
 	note "$work/log"

@@ -137,3 +137,15 @@ unmount_check() {
 	fi
 	sanitizer_pid_check "the daemon" "$pid"
 }
+
+# stat_of KEY: the value of KEY in $mnt/.stats
+stat_of() {
+	awk -v k="$1" '$1 == k { print $2 }' "$mnt/.stats"
+}
+
+# worker_pid: the worker process of $daemon (the supervisor's child), else $daemon itself
+worker_pid() {
+	local w
+	w=$(pgrep -P "$daemon" | head -1)
+	echo "${w:-$daemon}"
+}

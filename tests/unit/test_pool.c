@@ -98,3 +98,38 @@ Test(pool, exhaustion_waits_for_a_free_slice)
 	buf_pool_put(p, again);
 	buf_pool_destroy(p);
 }
+
+static void *put_one(void *arg)
+{
+	void **a = arg;
+	buf_pool_put(a[0], a[1]);
+	return NULL;
+}
+
+Test(pool, held_puts_stay_out_until_the_hold_ends)
+{
+	struct buf_pool *p;
+	cr_assert_eq(buf_pool_create(&p, 4096, 200), 0);
+	void *s[200];
+	for (int i = 0; i < 200; i++)
+		s[i] = buf_pool_get(p, NULL);
+	pool_hold_begin();
+	for (int i = 0; i < 150; i++) /* more than the hold's first allocation: it grows */
+		buf_pool_put(p, s[i]);
+	cr_assert_eq(buf_pool_in_use(p), 200, "a held put gave its slice back at once");
+	cr_assert_null(buf_pool_tryget(p, NULL), "a held slice was handed out again");
+	/* another thread's puts are not held */
+	pthread_t th;
+	void *a[2] = {p, s[150]};
+	pthread_create(&th, NULL, put_one, a);
+	pthread_join(th, NULL);
+	cr_assert_eq(buf_pool_in_use(p), 199);
+	pool_hold_end();
+	cr_assert_eq(buf_pool_in_use(p), 49, "the held slices came back at the hold's end");
+	buf_pool_put(p, s[151]); /* no hold now: back at once */
+	cr_assert_eq(buf_pool_in_use(p), 48);
+	for (int i = 152; i < 200; i++)
+		buf_pool_put(p, s[i]);
+	cr_assert_eq(buf_pool_in_use(p), 0);
+	buf_pool_destroy(p);
+}
