@@ -356,12 +356,19 @@ int iscsi_tcp_ring_writev(int fd, const struct iovec *iov, int n)
 		return -EAGAIN;
 	if (!L->nwrite_free)
 		return -EAGAIN;
+	size_t small = 0;
+	for (int i = 0; i < n; i++)
+		if (iov[i].iov_len <= WRITE_COPY_MAX)
+			small += iov[i].iov_len;
+	if (small > WRITE_INLINE)
+		return -EAGAIN; /* every small entry is copied, or none is queued */
 	struct ring_write *w = &L->writes[L->write_free[--L->nwrite_free]];
 	size_t used = 0;
 	for (int i = 0; i < n; i++) {
 		w->iov[i] = iov[i];
-		if (iov[i].iov_len <= WRITE_COPY_MAX && used + iov[i].iov_len <= WRITE_INLINE) {
-			memcpy(w->inl + used, iov[i].iov_base, iov[i].iov_len);
+		if (iov[i].iov_len <= WRITE_COPY_MAX) {
+			if (iov[i].iov_len)
+				memcpy(w->inl + used, iov[i].iov_base, iov[i].iov_len);
 			w->iov[i].iov_base = w->inl + used;
 			used += iov[i].iov_len;
 		}
