@@ -389,7 +389,7 @@ int iscsi_tcp_ring_writev(int fd, const struct iovec *iov, int n)
  * True when the reap brought other completions, for the caller to handle
  * before it arms anything again.
  */
-static bool writes_out(struct ring_loop *L)
+static bool writes_submit(struct ring_loop *L)
 {
 	int n = 0;
 	if (L->writes_new) {
@@ -511,16 +511,16 @@ int tcp_ring_loop(struct tcp_conn *c)
 		if ((err = handle(c, &L, gfd)))
 			break;
 		/* what the callbacks wrote (iscsi_tcp_ring_writev) goes now; what came meanwhile is handled */
-		while (writes_out(&L))
+		while (writes_submit(&L))
 			if ((err = handle(c, &L, gfd)))
 				break;
 		if (err)
 			break;
 	}
-	writes_out(&L);
+	writes_submit(&L);
 	shutdown(c->fd, SHUT_RDWR); /* a send still out ends at once */
 	drain_ring(&L);
-	writes_out(&L); /* the flush, now that nothing is out */
+	writes_submit(&L); /* the flush, now that nothing is out */
 	this_loop = NULL;
 	io_uring_queue_exit(&L.ring);
 	tcp_ring_running(false);
