@@ -15,9 +15,13 @@
  * The completions are handled as poll(2)'s revents were (handle): the
  * send first (tx_done once a batch is all written, as a synchronous send
  * would have), then the kick, the socket and the guest.  What the
- * callbacks of the pass queued with iscsi_tcp_ring_writev goes in one
- * io_uring_submit after them; once those writes are made the flush hook
- * runs (the gateway returns the pool slices the replies referred to).
+ * callbacks of the pass queued with iscsi_tcp_ring_writev goes with the
+ * next pass's io_uring_enter, ahead of its wait: those writes complete
+ * within its submit (/dev/fuse takes a write at once), so the wait counts
+ * them among the completions it waits for and still sleeps.  Once they
+ * are reaped the flush hook runs (the gateway returns the pool slices the
+ * replies referred to); while slices are held so, a wait lasts at most
+ * HOLD_WAIT_MS, so a thread waiting for a slice is not kept waiting long.
  *
  * The batch stays in c->iov while its SQE is out: iovpos < iovcnt, so a
  * direct sender (tcp_try_send) keeps off it.  A send the socket could not
@@ -48,6 +52,7 @@
 #endif
 
 #define SEND_AT_ONCE_MAX (64u * 1024u) /* a send this small the socket is expected to take at once */
+#define HOLD_WAIT_MS 1 /* the longest wait while the flush hook has puts to return */
 
 enum { UD_SOCK = 1, UD_RECV, UD_SOCK_OUT, UD_KICK, UD_SEND, UD_CANCEL, UD_WRITE = 64, UD_GUEST = 256 };
 
@@ -65,6 +70,7 @@ struct ring_loop {
 	struct io_uring ring;
 	struct msghdr msg;          /* the send's; lives while its SQE is out */
 	bool sock_armed, out_armed, kick_armed, sending;
+	bool send_new;              /* the send SQE is not submitted yet */
 	struct iovec recv_iov;      /* the receive's buffer (rxbuf's free room) while its SQE is out */
 	size_t recv_asked;
 	bool recv_done;
@@ -199,6 +205,7 @@ static int send_round(struct tcp_conn *c, struct ring_loop *L)
 		io_uring_sqe_set_data64(sqe, UD_SEND);
 		L->out++;
 		L->sending = true;
+		L->send_new = true;
 		L->rest = false;
 	}
 	pthread_mutex_unlock(&c->tx_lock);
@@ -383,29 +390,15 @@ int iscsi_tcp_ring_writev(int fd, const struct iovec *iov, int n)
 	return 0;
 }
 
-/*
- * After a pass's callbacks: submit the writes they queued (they complete
- * within the submit), reap, and once none is out call the flush hook.
- * True when the reap brought other completions, for the caller to handle
- * before it arms anything again.
- */
-static bool writes_submit(struct ring_loop *L)
+/* Once no queued write is out: the flush hook, if a write was queued since the last. */
+static void flush_done(struct ring_loop *L)
 {
-	int n = 0;
-	if (L->writes_new) {
-		L->writes_new = 0;
-		unsigned before = L->writes_out;
-		io_uring_submit(&L->ring);
-		n = reap_all(L);
-		n -= (int)(before - L->writes_out);
-	}
 	if (L->held && !L->writes_out) {
 		L->held = false;
 		void (*fn)(void) = atomic_load(&flush_fn);
 		if (fn)
 			fn();
 	}
-	return n > 0;
 }
 
 /*
@@ -500,27 +493,28 @@ int tcp_ring_loop(struct tcp_conn *c)
 		 * once a send found the socket full (the wait would then hold
 		 * the socket's and the guest's completions until the send's).
 		 */
-		bool sent_now = L.sending && io_uring_sq_ready(&L.ring) > 0;
-		unsigned wait_nr = sent_now && !L.congested && L.send_len <= SEND_AT_ONCE_MAX ? 2 : 1;
+		unsigned wait_nr = L.send_new && !L.congested && L.send_len <= SEND_AT_ONCE_MAX ? 2 : 1;
+		L.send_new = false;
+		/* the last pass's replies (iscsi_tcp_ring_writev) go first and complete within the submit too */
+		wait_nr += L.writes_new;
+		L.writes_new = 0;
+		if (L.held && wait > HOLD_WAIT_MS)
+			wait = HOLD_WAIT_MS;
 		int r = enter(&L, wait, wait_nr);
 		iscsi_evthread_woke(&c->ev, r);
 		if (r < 0) {
 			err = r;
 			break;
 		}
+		flush_done(&L); /* before the callbacks, which may queue and hold anew */
 		if ((err = handle(c, &L, gfd)))
 			break;
-		/* what the callbacks wrote (iscsi_tcp_ring_writev) goes now; what came meanwhile is handled */
-		while (writes_submit(&L))
-			if ((err = handle(c, &L, gfd)))
-				break;
-		if (err)
-			break;
 	}
-	writes_submit(&L);
+	if (L.writes_new)
+		io_uring_submit(&L.ring); /* the replies queued last: they are made before the drain */
 	shutdown(c->fd, SHUT_RDWR); /* a send still out ends at once */
 	drain_ring(&L);
-	writes_submit(&L); /* the flush, now that nothing is out */
+	flush_done(&L); /* now that nothing is out */
 	this_loop = NULL;
 	io_uring_queue_exit(&L.ring);
 	tcp_ring_running(false);

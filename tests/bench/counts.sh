@@ -9,11 +9,12 @@
 #
 # Pinning (QD1 cells only, the same for every series): whatever speaks
 # iSCSI or serves FUSE (the iserfuse daemon, the null FUSE server,
-# iserfuse-perf, iscsi-perf, qemu-img on iscsi://) alone on INIT_CPU (0);
-# the application that does I/O through the kernel (fio, qemu-img on the
-# LUN file) and the null target (a stand-in for a remote machine: it should
-# not preempt the initiator) on APP_CPU (1).  A QD1 cell is a chain, so the
-# two on CPU 1 never wait for each other.  QD32 cells run unpinned.  With
+# iserfuse-perf, iscsi-perf, qemu-img on iscsi://) on INIT_CPU (0); fio,
+# which does I/O through the kernel, and the null target (a stand-in for a
+# remote machine: it should not preempt the initiator) on APP_CPU (1).  A
+# QD1 cell is a chain, so the two on CPU 1 never wait for each other.
+# qemu-img, compared with itself on iscsi://, runs beside its initiator in
+# both cells (on INIT_CPU; see qemu_bench).  QD32 cells run unpinned.  With
 # one CPU nothing is pinned.
 #
 # Counts over a fixed number of I/Os (fio --number_ios, iserfuse-perf -n),
@@ -79,7 +80,7 @@ pin_cell() {
 # pin_line: the pinning, for the report
 pin_line() {
 	if ((PIN_OK)); then
-		echo "QD1 cells pinned: iSCSI initiators and FUSE servers (all threads) on CPU $INIT_CPU; fio, qemu-img on the LUN file and the null target on CPU $APP_CPU; QD32 unpinned"
+		echo "QD1 cells pinned: iSCSI initiators and FUSE servers (all threads) on CPU $INIT_CPU; fio and the null target on CPU $APP_CPU; qemu-img beside its initiator on CPU $INIT_CPU (qemu-file-far: on CPU $APP_CPU); QD32 unpinned"
 	else
 		echo "QD1 cells not pinned (one CPU or no taskset)"
 	fi
@@ -339,11 +340,15 @@ cg_raw_tool() {
 }
 
 # qemu_bench TARGET RW QD [OPTION...] -> "iops - ios": qemu-img bench of
-# QEMU_COUNT 4 KiB requests at ascending offsets (RW read or write)
+# QEMU_COUNT 4 KiB requests at ascending offsets (RW read or write).  At QD1
+# qemu-img runs beside its initiator: on iscsi:// it is the initiator, on the
+# LUN file the daemon is, so both on INIT_CPU and the target alone on
+# APP_CPU; with QEMU_FAR=1, on the file, beside the target instead (APP_CPU,
+# where fio runs).
 qemu_bench() {
-	local target=$1 rw=$2 qd=$3 pin=() out secs
+	local target=$1 rw=$2 qd=$3 pin=("${INIT_PIN[@]}") out secs
 	shift 3
-	if [[ $target == iscsi://* ]]; then pin=("${INIT_PIN[@]}"); else pin=("${APP_PIN[@]}"); fi
+	((${QEMU_FAR:-0})) && pin=("${APP_PIN[@]}")
 	local w=()
 	[[ $rw == write ]] && w=(-w)
 	out=$(timeout -k 5 300 "${pin[@]}" qemu-img bench -f raw "$@" -c "$QEMU_COUNT" -d "$qd" -s 4k "${w[@]}" "$target" 2>&1) ||

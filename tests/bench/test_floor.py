@@ -76,6 +76,8 @@ ONE_ROUND = [
     cell("qemu-iscsi", "write", 1, 8000),
     cell("qemu-file", "write", 32, 30000),
     cell("qemu-iscsi", "write", 32, 40000),
+    cell("qemu-file-far", "read", 1, 5000),
+    cell("qemu-file-far", "write", 1, 6000),
 ]
 
 WANT_ONE_ROUND = {
@@ -118,6 +120,8 @@ WANT_ONE_ROUND = {
     "qemu-img file/iscsi:// read qd32": (1.2, "PASS"),
     "qemu-img file/iscsi:// write qd1": (1.0, "PASS"),
     "qemu-img file/iscsi:// write qd32": (0.75, "MISS"),
+    "qemu-img file, beside the target/iscsi:// read qd1": (0.5, None),    # 5000 / 10000
+    "qemu-img file, beside the target/iscsi:// write qd1": (0.75, None),  # 6000 / 8000
 }
 
 
@@ -243,11 +247,44 @@ class TestFloor(unittest.TestCase):
         self.assertIsNone(r["hop/floor randread qd32 uring"]["value"])
         self.assertAlmostEqual(r["gateway-uring/raw randread qd32"]["value"], 0.9)
 
+    def test_derived_goals(self):
+        # QD1 randread: raw vol cs 10000 / 10000 = 1.0, nullfuse-dev 9900 / 10000 = 0.99, so the goal is
+        # 1.0 + 0.99 + 0.06 = 2.05; gateway 20000 / 10000 = 2.0 PASS.  Syscalls: 1.0 + 2.0 + 0 = 3.0; gateway 4.0 MISS.
+        # QD32 randread instructions: raw 1e7 / 5000 = 2000, nullfuse-dev 5e6 / 5000 = 1000, + 236 = 3236;
+        # gateway 2e7 / 5000 = 4000 MISS.
+        cells = COUNT_CELLS[:4] + [
+            counts("gateway", "randread", 1, 10000, 40000, 20000, 0),
+            counts("raw", "randread", 1, 10000, 10000, 10000, 0),
+            counts("nullfuse-dev", "randread", 1, 10000, 20000, 9900, 0),
+            instr("raw", "randread", 32, 5000, 10_000_000),
+            instr("nullfuse-dev", "randread", 32, 5000, 5_000_000),
+        ]
+        res = by_name(floor.compute_counts(cells))
+        r = res["vol cs/io gateway randread qd1 against raw + nullfuse-dev + 0.06 (same run)"]
+        self.assertAlmostEqual(r["value"], 2.0)
+        self.assertAlmostEqual(r["goal"], 2.05)
+        self.assertEqual(r["verdict"], "PASS")
+        r = res["syscalls/io gateway randread qd1 against raw + nullfuse-dev + 0 (same run)"]
+        self.assertAlmostEqual(r["goal"], 3.0)
+        self.assertEqual(r["verdict"], "MISS")
+        r = res["instr/io gateway randread qd32 against raw + nullfuse-dev + 236 (same run)"]
+        self.assertAlmostEqual(r["goal"], 3236)
+        self.assertEqual(r["verdict"], "MISS")
+        self.assertEqual(floor.line(r), "ratio instr/io gateway randread qd32 against raw + nullfuse-dev + 236 "
+                                        "(same run): 4000.000 goal <= 3236.0 MISS")
+        # the fixed goal of the same cell stays as it was
+        self.assertEqual(res["vol cs/io gateway randread qd1"]["verdict"], "MISS")
+
     def test_counts(self):
         # the count entries leave the timed ratios alone
         self.assertEqual(floor.compute(ONE_ROUND + COUNT_CELLS), floor.compute(ONE_ROUND))
         res = by_name(floor.compute_counts(ONE_ROUND + COUNT_CELLS))
-        self.assertEqual(set(res), set(WANT_COUNTS))
+        fixed = {n: r for n, r in res.items() if not n.endswith("(same run)")}
+        self.assertEqual(set(fixed), set(WANT_COUNTS))
+        for r in res.values():  # no raw or nullfuse-dev counts: no sum to hold against
+            if r["name"].endswith("(same run)"):
+                self.assertIsNone(r["goal"])
+                self.assertIsNone(r["verdict"])
         for name, (value, verdict) in WANT_COUNTS.items():
             with self.subTest(name=name):
                 if value is None:
@@ -298,7 +335,7 @@ class TestFloor(unittest.TestCase):
             self.assertIn("ratio hop/floor randwrite qd32: 0.250 (rounds 0.250-0.250) goal <= 1.2 PASS", p.stdout)
             with open(out) as f:
                 saved = json.load(f)
-            self.assertEqual(len(saved["ratios"]), len(WANT_ONE_ROUND) + len(WANT_COUNTS))
+            self.assertEqual(len(saved["ratios"]), len(WANT_ONE_ROUND) + len(WANT_COUNTS) + 2 * len(floor.DERIVED_GOALS))
             self.assertEqual(saved["counts_per_io"], [])
         with tempfile.TemporaryDirectory() as d:
             cells, out = os.path.join(d, "cells.json"), os.path.join(d, "out.json")

@@ -18,10 +18,10 @@
 #     placed straight into the slice and Data-In copied from the receive
 #     buffer) with verify=crc32c: exit 0, no verify error;
 #   - 2000 4 KiB O_DIRECT reads, one at a time, under strace -c -f: the
-#     daemon's system calls per read.  On the ring at most 4.5 (one
-#     io_uring_enter waits for the request, read(2) takes it, one
-#     io_uring_enter sends the command and receives the response, one
-#     submits the reply: 4); in poll(2) at least 5.5 (poll, read, sendmsg,
+#     daemon's system calls per read.  On the ring at most 3.5 (one
+#     io_uring_enter submits the last reply and waits for the request,
+#     read(2) takes it, one io_uring_enter sends the command and receives
+#     the response: 3); in poll(2) at least 5.5 (poll, read, sendmsg,
 #     poll, read, writev: 6);
 #     (skipped where the FUSE rings serve the mount: those counts are for
 #     /dev/fuse);
@@ -112,8 +112,8 @@ one() {
 	per=$(syscalls_per_read 2000)
 	echo "# $what: $per system calls per 4 KiB O_DIRECT read at queue depth 1"
 	if [[ $loop == uring ]]; then
-		check "$what: at most 4.5 system calls per read at queue depth 1 ($per)" \
-			awk -v p="$per" 'BEGIN { exit !(p != "" && p <= 4.5) }'
+		check "$what: at most 3.5 system calls per read at queue depth 1 ($per)" \
+			awk -v p="$per" 'BEGIN { exit !(p != "" && p <= 3.5) }'
 	else
 		check "$what: at least 5.5 system calls per read at queue depth 1 ($per)" \
 			awk -v p="$per" 'BEGIN { exit !(p != "" && p >= 5.5) }'
