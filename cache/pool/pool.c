@@ -125,11 +125,32 @@ static void hold(struct buf_pool *p, void *slice)
 	held[nheld++] = (struct held_put){p, slice};
 }
 
+/* Slice b back on p's free stack.  Lock held. */
+static void put_locked(struct buf_pool *p, const uint8_t *b)
+{
+	if (p->nfree == p->nslices) {
+		fprintf(stderr, "iserfuse: buf_pool_put: slice returned twice\n");
+		abort();
+	}
+	p->free_stack[p->nfree++] = (unsigned)((size_t)(b - p->base) / p->slice_size);
+}
+
 void pool_hold_end(void)
 {
 	holding = false;
-	for (size_t i = 0; i < nheld; i++)
-		buf_pool_put(held[i].p, held[i].slice);
+	/* a run of puts to one pool (the usual case: one pool) in one lock round */
+	for (size_t i = 0; i < nheld;) {
+		struct buf_pool *p = held[i].p;
+		pthread_mutex_lock(&p->lock);
+		unsigned before = p->nfree;
+		for (; i < nheld && held[i].p == p; i++)
+			put_locked(p, held[i].slice);
+		if (p->waiting && p->nfree - before > 1)
+			pthread_cond_broadcast(&p->cv); /* more than one slice: as many waiters may go */
+		else if (p->waiting)
+			pthread_cond_signal(&p->cv);
+		pthread_mutex_unlock(&p->lock);
+	}
 	nheld = 0;
 }
 
@@ -145,11 +166,7 @@ void buf_pool_put(struct buf_pool *p, void *slice)
 		return;
 	}
 	pthread_mutex_lock(&p->lock);
-	if (p->nfree == p->nslices) {
-		fprintf(stderr, "iserfuse: buf_pool_put: slice returned twice\n");
-		abort();
-	}
-	p->free_stack[p->nfree++] = (unsigned)((size_t)(b - p->base) / p->slice_size);
+	put_locked(p, b);
 	if (p->waiting)
 		pthread_cond_signal(&p->cv);
 	pthread_mutex_unlock(&p->lock);

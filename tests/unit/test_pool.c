@@ -133,3 +133,38 @@ Test(pool, held_puts_stay_out_until_the_hold_ends)
 	cr_assert_eq(buf_pool_in_use(p), 0);
 	buf_pool_destroy(p);
 }
+
+static void *get_one(void *arg)
+{
+	return buf_pool_get(arg, NULL); /* blocks while the pool is empty */
+}
+
+Test(pool, a_hold_ending_wakes_every_waiter_it_can_serve)
+{
+	struct buf_pool *p;
+	cr_assert_eq(buf_pool_create(&p, 4096, 3), 0);
+	void *s[3];
+	for (int i = 0; i < 3; i++)
+		s[i] = buf_pool_get(p, NULL);
+	pool_hold_begin();
+	buf_pool_put(p, s[0]);
+	buf_pool_put(p, s[1]);
+	pthread_t th[2];
+	for (int i = 0; i < 2; i++)
+		pthread_create(&th[i], NULL, get_one, p);
+	usleep(100 * 1000); /* both wait in buf_pool_get: the held slices are not in the pool */
+	cr_assert_eq(buf_pool_in_use(p), 3);
+	pool_hold_end(); /* both puts in one lock round: both waiters must wake, not one */
+	void *got[2];
+	for (int i = 0; i < 2; i++)
+		pthread_join(th[i], &got[i]);
+	cr_assert(got[0] && got[1] && got[0] != got[1]);
+	cr_assert(got[0] == s[0] || got[0] == s[1]);
+	cr_assert(got[1] == s[0] || got[1] == s[1]);
+	cr_assert_eq(buf_pool_in_use(p), 3);
+	for (int i = 0; i < 2; i++)
+		buf_pool_put(p, got[i]);
+	buf_pool_put(p, s[2]);
+	cr_assert_eq(buf_pool_in_use(p), 0);
+	buf_pool_destroy(p);
+}
