@@ -146,8 +146,9 @@ void gw_io_reply(void *arg, int err, const struct iovec *iov, int n)
 	h.len = (uint32_t)len;
 	/*
 	 * On a TCP event thread's ring: queued, and written with the other
-	 * replies of its pass in one io_uring_enter; the slices the data lies in
-	 * are held back until then (pool_hold_end, the ring's flush hook).
+	 * replies of its pass by the next pass's io_uring_enter; the slices the
+	 * data lies in are held back until those writes are reaped
+	 * (pool_hold_end, the ring's flush hook).
 	 */
 	if (iscsi_tcp_ring_writev(io_one.fd, v, cnt) == 0) {
 		pool_hold_begin();

@@ -227,14 +227,14 @@ void iscsi_tcp_set_ring(bool on);
 /*
  * On a TCP event thread that runs on its io_uring (say, in a completion
  * callback): queue writev(fd, iov, n) (n <= 8) on that ring, to be
- * submitted once the callbacks of the thread's current pass have run,
- * with whatever else they queued: one io_uring_enter for them all.  An
- * entry of 64 bytes or less is copied now (128 bytes of them at most); a
- * larger one is only referenced and must stay as it is until the flush
- * hook (iscsi_tcp_ring_set_flush) runs on this thread.  0 when queued;
- * -EAGAIN on any other thread, with 64 writes out already, or with more
- * small bytes than that: write it yourself.  The result of the write is not reported (a failure is
- * logged at debug level).
+ * submitted with whatever else the pass queued by the next pass's
+ * io_uring_enter, ahead of its wait.  An entry of 64 bytes or less is
+ * copied now (128 bytes of them at most); a larger one is only referenced
+ * and must stay as it is until the flush hook (iscsi_tcp_ring_set_flush)
+ * runs on this thread, once the write is reaped.  0 when queued; -EAGAIN
+ * on any other thread, with 64 writes out already, or with more small
+ * bytes than that: write it yourself.  The result of the write is not
+ * reported (a failure is logged at debug level).
  */
 int iscsi_tcp_ring_writev(int fd, const struct iovec *iov, int n);
 
