@@ -302,7 +302,7 @@ int mpath_submit(struct mpath *m, const struct iscsi_cmd *cmd)
 	c->arg = cmd->arg;
 	c->tries = 0;
 	c->path = NULL;
-	c->first_us = m->multi ? clk_now_us() : 0; /* only a set of paths moves a command (mp_done) */
+	c->first_us = m->multi ? clk_pass_us() : 0; /* only a set of paths moves a command (mp_done) */
 	struct mpath_path *p = route(m, c); /* in the same lock round as the context */
 	pthread_mutex_unlock(&m->lock);
 	int rc = p ? send_on(m, c, p) : 0;

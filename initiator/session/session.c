@@ -153,7 +153,7 @@ fail_t:
 static bool refusing(const struct iscsi_session *s)
 {
 	return s->closing || s->state == SS_CLOSED || s->fail_fast || (s->logout_want && !s->logout_relogin) ||
-	       sess_grace_over(s, clk_now_ms());
+	       (s->stop_by_ms && sess_grace_over(s, clk_now_ms())); /* the clock only while stopping */
 }
 
 /*
@@ -205,7 +205,7 @@ static int submit(struct iscsi_session *s, const struct iscsi_cmd *cmd, bool syn
 	t->cmd = *cmd;
 	t->sync = sync;
 	t->seq = s->next_seq++;
-	t->submit_us = clk_now_us(); /* one clock read: both from CLOCK_MONOTONIC */
+	t->submit_us = clk_pass_us(); /* the pass clock (clock.h): both from CLOCK_MONOTONIC */
 	t->submit_ms = t->submit_us / 1000;
 	sess_task_assign_itt(t);
 	s->outstanding++;

@@ -562,7 +562,7 @@ int sess_hook_rx_pdu(void *arg, const uint8_t *bhs, const uint8_t *data, uint32_
 		s->event_thread = pthread_self();
 		s->event_thread_known = true;
 	}
-	s->last_rx_ms = clk_now_ms();
+	s->last_rx_ms = clk_pass_us() / 1000;
 	rx_update_sn(s, &h);
 	rc = rx_dispatch(s, &h, data, dlen, &o);
 	sess_window_admit(s);

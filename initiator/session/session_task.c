@@ -153,7 +153,7 @@ void sess_task_finish(struct iscsi_session *s, struct task *t, struct completion
 	if (c->cb)
 		atomic_fetch_add_explicit(&s->callbacks_running, 1, memory_order_relaxed);
 	if (!c->res.err)
-		lat_hist_add(&s->lat, (uint64_t)(clk_now_us() - t->submit_us));
+		lat_hist_add(&s->lat, (uint64_t)(clk_pass_us() - t->submit_us));
 	t->in_use = false;
 	t->gen++;
 	if (t->counted)

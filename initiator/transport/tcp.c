@@ -626,7 +626,7 @@ int tcp_rx_drain(struct tcp_conn *c, bool drained)
 
 int tcp_tick(struct tcp_conn *c, int64_t *next_tick)
 {
-	int64_t now = clk_now_ms();
+	int64_t now = clk_pass_us() / 1000; /* the pass's reading, where the loop keeps one */
 	if (now < *next_tick)
 		return 0;
 	*next_tick = now + ISCSI_TICK_MS;
@@ -664,10 +664,12 @@ static int poll_loop(struct tcp_conn *c)
 			{.fd = c->ev.fd, .events = POLLIN},
 			{.fd = gfd, .events = POLLIN},
 		};
-		int64_t wait = next_tick - clk_now_ms();
+		int64_t wait = next_tick - clk_pass_us() / 1000;
 		if (!iscsi_evthread_sleep(&c->ev))
 			wait = 0; /* kicked meanwhile: look at the socket, then loop */
+		clk_pass_end();
 		int r = poll(p, gfd >= 0 ? 3 : 2, wait < 0 ? 0 : (int)wait);
+		clk_pass_begin(); /* one clock read for what this pass submits, completes and ticks */
 		iscsi_evthread_woke(&c->ev, r);
 		if (r < 0) {
 			if (errno == EINTR)
@@ -685,6 +687,7 @@ static int poll_loop(struct tcp_conn *c)
 		if (gfd >= 0 && (p[2].revents & (POLLIN | POLLERR | POLLHUP)))
 			c->hooks->guest_run(c->sess);
 	}
+	clk_pass_end();
 	return err;
 }
 

@@ -483,7 +483,7 @@ int tcp_ring_loop(struct tcp_conn *c)
 			arm_poll(&L, gfd, POLLIN, L.guest_ud);
 			L.guest_armed = gfd;
 		}
-		int64_t wait = next_tick - clk_now_ms();
+		int64_t wait = next_tick - clk_pass_us() / 1000;
 		if (!iscsi_evthread_sleep(&c->ev))
 			wait = 0; /* kicked meanwhile: look at the socket, then loop */
 		/*
@@ -500,7 +500,9 @@ int tcp_ring_loop(struct tcp_conn *c)
 		L.writes_new = 0;
 		if (L.held && wait > HOLD_WAIT_MS)
 			wait = HOLD_WAIT_MS;
+		clk_pass_end();
 		int r = enter(&L, wait, wait_nr);
+		clk_pass_begin(); /* one clock read for what this pass submits, completes and ticks */
 		iscsi_evthread_woke(&c->ev, r);
 		if (r < 0) {
 			err = r;
@@ -510,6 +512,7 @@ int tcp_ring_loop(struct tcp_conn *c)
 		if ((err = handle(c, &L, gfd)))
 			break;
 	}
+	clk_pass_end();
 	if (L.writes_new)
 		io_uring_submit(&L.ring); /* the replies queued last: they are made before the drain */
 	shutdown(c->fd, SHUT_RDWR); /* a send still out ends at once */

@@ -7,7 +7,9 @@
  * made with clk_cond_init: one on the default clock (CLOCK_REALTIME) takes
  * a monotonic deadline for one long past and returns at once.
  *
- * Header only, no state; any thread.
+ * Header only but for the pass clock (clock.c): one thread-local reading
+ * that an event loop takes as it wakes, so the commands a pass submits and
+ * completes are stamped without a clock read each; any thread.
  */
 #ifndef ISERFUSE_CLOCK_H
 #define ISERFUSE_CLOCK_H
@@ -86,6 +88,34 @@ static inline int clk_cond_init(pthread_cond_t *cv)
 		rc = pthread_cond_init(cv, &ca);
 	pthread_condattr_destroy(&ca);
 	return -rc;
+}
+
+/*
+ * The pass clock.  An event loop calls clk_pass_begin as it wakes and
+ * clk_pass_end before it waits again; in between, clk_pass_us is that
+ * reading (CLOCK_MONOTONIC, microseconds), and outside a pass, or on a
+ * thread that keeps none, a fresh one.  Only for stamps a pass may share:
+ * a command's submission and completion, the last receive.  Per thread.
+ */
+extern _Thread_local int64_t clk_pass_now_us;
+
+/* Starts the calling thread's pass: reads the clock once and returns it (microseconds). */
+static inline int64_t clk_pass_begin(void)
+{
+	return clk_pass_now_us = clk_now_us();
+}
+
+/* Ends the calling thread's pass: clk_pass_us reads the clock again. */
+static inline void clk_pass_end(void)
+{
+	clk_pass_now_us = 0;
+}
+
+/* The pass's reading, or CLOCK_MONOTONIC now outside a pass (microseconds). */
+static inline int64_t clk_pass_us(void)
+{
+	int64_t v = clk_pass_now_us;
+	return v ? v : clk_now_us();
 }
 
 #endif

@@ -87,3 +87,26 @@ Test(clock, cond_timedwait_honours_a_monotonic_deadline)
 	pthread_cond_destroy(&cv);
 	pthread_mutex_destroy(&m);
 }
+
+static void *pass_reading_elsewhere(void *arg)
+{
+	*(int64_t *)arg = clk_pass_now_us; /* another thread's pass is not this one's */
+	return NULL;
+}
+
+Test(clock, a_pass_holds_one_reading_for_its_thread_until_it_ends)
+{
+	int64_t before = clk_now_us();
+	int64_t begun = clk_pass_begin();
+	cr_assert_geq(begun, before);
+	struct timespec nap = {0, 3 * CLK_NS_PER_MS};
+	nanosleep(&nap, NULL);
+	cr_assert_eq(clk_pass_us(), begun, "within a pass: the reading taken as it began");
+	int64_t other = -1;
+	pthread_t th;
+	cr_assert_eq(pthread_create(&th, NULL, pass_reading_elsewhere, &other), 0);
+	pthread_join(th, NULL);
+	cr_assert_eq(other, 0, "the pass is per thread");
+	clk_pass_end();
+	cr_assert_geq(clk_pass_us(), begun + 3000, "after the pass: the clock again");
+}
