@@ -297,40 +297,55 @@ static void sup_wake(struct gw_fuse_uring *u)
 		return; /* EAGAIN: already signalled */
 }
 
+/* How park() ended: not parked (another thread was not out of handlers), woken by unpark, the ring's stop. */
+enum park_end { PARK_NOT, PARK_WOKEN, PARK_STOP };
+
 /*
- * A stand-in steps aside: another thread of r is out of its handlers, so r
- * is served without it.  Its queued replies are committed by that thread
- * (woken through efd); it waits until the supervisor needs it again
- * (unpark) or the ring stops.  While it waits, a request for an entry it
- * committed last is still delivered in its context (io_uring task work
- * wakes it), and lands on the ring for the others to take.  Returns
- * whether the ring stops.
+ * A stand-in, its handler done, steps aside if another thread of r is out
+ * of its handlers: r is served without it.  It counts itself parked before
+ * it looks, so that a stall check in between finds it (unpark) rather
+ * than nothing to wake.  Its queued replies are committed by the serving
+ * thread (woken through efd).  It waits until the supervisor needs it
+ * again (unpark, which counts it idle) or the ring stops.  While it waits,
+ * a request for an entry it committed last is still delivered in its
+ * context (io_uring's task work wakes it) and lands on the ring for the
+ * others.  PARK_NOT: the caller counts itself idle again.
  */
-static bool park(struct ring *r)
+static enum park_end park(struct ring *r)
 {
-	if (!atomic_exchange(&r->kicked, true)) {
+	pthread_mutex_lock(&r->park_lock);
+	r->parked++;
+	pthread_mutex_unlock(&r->park_lock);
+	atomic_thread_fence(memory_order_seq_cst); /* parked, then idle: against the stall check's idle, then parked */
+	bool alone = atomic_load(&r->idle) == 0;
+	if (!alone && !atomic_exchange(&r->kicked, true)) {
 		uint64_t one = 1;
 		if (write(r->efd, &one, sizeof(one)) < 0)
 			log_debug("FUSE ring: eventfd: %s", strerror(errno));
 	}
 	pthread_mutex_lock(&r->park_lock);
-	r->parked++;
-	while (!r->unparks && !atomic_load(&r->stop))
+	while (!alone && !r->unparks && !atomic_load(&r->stop))
 		pthread_cond_wait(&r->park_cv, &r->park_lock);
-	if (r->unparks)
+	enum park_end end = PARK_NOT;
+	if (r->unparks) { /* a wake-up, for this thread or another parked one: this one serves, counted idle */
 		r->unparks--;
+		end = PARK_WOKEN;
+	}
 	r->parked--;
+	if (atomic_load(&r->stop))
+		end = PARK_STOP;
 	pthread_mutex_unlock(&r->park_lock);
-	return atomic_load(&r->stop);
+	return end;
 }
 
-/* The supervisor: wake a parked stand-in of r, if one is parked.  Whether one was. */
+/* The supervisor: wake a parked stand-in of r, counted idle from now, if one is parked.  Whether one was. */
 static bool unpark(struct ring *r)
 {
 	pthread_mutex_lock(&r->park_lock);
 	bool any = r->parked > r->unparks;
 	if (any) {
 		r->unparks++;
+		atomic_fetch_add(&r->idle, 1); /* as ring_thread_start does: no second wake-up before it runs */
 		pthread_cond_signal(&r->park_cv);
 	}
 	pthread_mutex_unlock(&r->park_lock);
@@ -412,10 +427,12 @@ static void *ring_run(void *arg)
 		pthread_mutex_unlock(&r->cq_lock);
 		ent_dispatch(e);
 		atomic_fetch_add_explicit(&r->handled, 1, memory_order_relaxed);
-		/* no longer needed: another thread is out of handlers (counted idle again once woken) */
-		if (standin && atomic_load(&r->idle) > 0 && park(r))
+		/* no longer needed while another thread is out of handlers: park */
+		enum park_end pe = standin && atomic_load(&r->idle) > 0 ? park(r) : PARK_NOT;
+		if (pe == PARK_STOP)
 			return NULL;
-		atomic_fetch_add(&r->idle, 1);
+		if (pe == PARK_NOT)
+			atomic_fetch_add(&r->idle, 1);
 		pthread_mutex_lock(&r->cq_lock);
 	}
 	pthread_mutex_unlock(&r->cq_lock);
@@ -794,9 +811,7 @@ void gw_fuse_uring_threads(struct gw_fuse_uring *u, unsigned *threads, unsigned 
 	*threads = *parked = 0;
 	for (unsigned i = 0; u && atomic_load(&u->active) && i < u->nrings; i++) {
 		*threads += atomic_load(&u->rings[i].started);
-		pthread_mutex_lock(&u->rings[i].park_lock);
-		*parked += u->rings[i].parked;
-		pthread_mutex_unlock(&u->rings[i].park_lock);
+		*parked += parked_count(&u->rings[i]);
 	}
 }
 
