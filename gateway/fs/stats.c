@@ -196,6 +196,9 @@ int gw_stats_render(struct gw *g, char **out, size_t *len)
 		gw_io_counts(g->io, &io_fast, &io_handed);
 	fprintf(f, "io_thread_requests %llu\nio_thread_handed_off %llu\n", (unsigned long long)io_fast,
 		(unsigned long long)io_handed);
+	unsigned ring_threads, ring_parked;
+	gw_fuse_uring_threads(g->uring, &ring_threads, &ring_parked);
+	fprintf(f, "fuse_ring_threads %u\nfuse_ring_threads_parked %u\n", ring_threads, ring_parked);
 	unsigned loops_ring = 0, loops_poll = 0;
 	iscsi_tcp_loops(&loops_ring, &loops_poll);
 	fprintf(f, "tcp_loops_uring %u\ntcp_loops_poll %u\n", loops_ring, loops_poll);

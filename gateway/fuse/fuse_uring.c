@@ -8,8 +8,12 @@
  * io_uring of SQE128 entries) carries the entries of one or more queues
  * and is served by one thread (not pinned), plus stand-ins while that one
  * waits in a handler for back-pressure (started by the supervisor thread
- * after GW_LOOP_STALL_MS, as fuse_loop.c does for /dev/fuse; they stay
- * until the unmount).  Only the thread holding the ring's cq_lock submits
+ * after GW_LOOP_STALL_MS, as fuse_loop.c does for /dev/fuse).  A thread may
+ * not end before its ring (see ring_run): a stand-in that finishes a
+ * handler while another thread of its ring is out of handlers parks
+ * instead, on park_cv, taking no part in the ring until the supervisor
+ * wakes it for the next stall; the entries it committed last are handed
+ * to its ring's other threads as their requests come.  Only the thread holding the ring's cq_lock submits
  * (REGISTER of the entries, COMMIT_AND_FETCH of each reply, the read of
  * the ring's eventfd) and reaps; it turns a request into /dev/fuse's
  * layout (fuse_uring_conv.c), lets go of cq_lock and runs the handler
@@ -100,6 +104,11 @@ struct ring {
 	atomic_ullong committed;              /* of those, submitted to the kernel (gw_fuse_uring_flush) */
 	unsigned long long prepared;          /* COMMIT_AND_FETCHes prepared, not yet submitted (cq_lock) */
 	atomic_bool stop;
+	atomic_uint started;                  /* threads that ran ring_run: the first is no stand-in */
+	pthread_mutex_t park_lock;            /* guards parked, unparks */
+	pthread_cond_t park_cv;
+	unsigned parked;                      /* stand-ins parked */
+	unsigned unparks;                     /* wake-ups the supervisor gave that no parked stand-in took yet */
 };
 
 struct gw_fuse_uring {
@@ -288,6 +297,70 @@ static void sup_wake(struct gw_fuse_uring *u)
 		return; /* EAGAIN: already signalled */
 }
 
+/* How park() ended: not parked (another thread was not out of handlers), woken by unpark, the ring's stop. */
+enum park_end { PARK_NOT, PARK_WOKEN, PARK_STOP };
+
+/*
+ * A stand-in, its handler done, steps aside if another thread of r is out
+ * of its handlers: r is served without it.  It counts itself parked before
+ * it looks, so that a stall check in between finds it (unpark) rather
+ * than nothing to wake.  Its queued replies are committed by the serving
+ * thread (woken through efd).  It waits until the supervisor needs it
+ * again (unpark, which counts it idle) or the ring stops.  While it waits,
+ * a request for an entry it committed last is still delivered in its
+ * context (io_uring's task work wakes it) and lands on the ring for the
+ * others.  PARK_NOT: the caller counts itself idle again.
+ */
+static enum park_end park(struct ring *r)
+{
+	pthread_mutex_lock(&r->park_lock);
+	r->parked++;
+	pthread_mutex_unlock(&r->park_lock);
+	atomic_thread_fence(memory_order_seq_cst); /* parked, then idle: against the stall check's idle, then parked */
+	bool alone = atomic_load(&r->idle) == 0;
+	if (!alone && !atomic_exchange(&r->kicked, true)) {
+		uint64_t one = 1;
+		if (write(r->efd, &one, sizeof(one)) < 0)
+			log_debug("FUSE ring: eventfd: %s", strerror(errno));
+	}
+	pthread_mutex_lock(&r->park_lock);
+	while (!alone && !r->unparks && !atomic_load(&r->stop))
+		pthread_cond_wait(&r->park_cv, &r->park_lock);
+	enum park_end end = PARK_NOT;
+	if (r->unparks) { /* a wake-up, for this thread or another parked one: this one serves, counted idle */
+		r->unparks--;
+		end = PARK_WOKEN;
+	}
+	r->parked--;
+	if (atomic_load(&r->stop))
+		end = PARK_STOP;
+	pthread_mutex_unlock(&r->park_lock);
+	return end;
+}
+
+/* The supervisor: wake a parked stand-in of r, counted idle from now, if one is parked.  Whether one was. */
+static bool unpark(struct ring *r)
+{
+	pthread_mutex_lock(&r->park_lock);
+	bool any = r->parked > r->unparks;
+	if (any) {
+		r->unparks++;
+		atomic_fetch_add(&r->idle, 1); /* as ring_thread_start does: no second wake-up before it runs */
+		pthread_cond_signal(&r->park_cv);
+	}
+	pthread_mutex_unlock(&r->park_lock);
+	return any;
+}
+
+/* Stand-ins of r parked, not asked back (any thread). */
+static unsigned parked_count(struct ring *r)
+{
+	pthread_mutex_lock(&r->park_lock);
+	unsigned n = r->parked > r->unparks ? r->parked - r->unparks : 0;
+	pthread_mutex_unlock(&r->park_lock);
+	return n;
+}
+
 /*
  * A ring's thread: leader and followers.  The thread that holds cq_lock
  * submits the queued commits, waits for completions and takes one; for a
@@ -303,6 +376,7 @@ static void *ring_run(void *arg)
 	struct ring *r = arg;
 	struct gw_fuse_uring *u = r->u;
 	tl_ring = r;
+	bool standin = atomic_fetch_add(&r->started, 1) > 0;
 	pthread_mutex_lock(&u->go_lock);
 	while (!u->go)
 		pthread_cond_wait(&u->go_cv, &u->go_lock);
@@ -353,7 +427,12 @@ static void *ring_run(void *arg)
 		pthread_mutex_unlock(&r->cq_lock);
 		ent_dispatch(e);
 		atomic_fetch_add_explicit(&r->handled, 1, memory_order_relaxed);
-		atomic_fetch_add(&r->idle, 1);
+		/* no longer needed while another thread is out of handlers: park */
+		enum park_end pe = standin && atomic_load(&r->idle) > 0 ? park(r) : PARK_NOT;
+		if (pe == PARK_STOP)
+			return NULL;
+		if (pe == PARK_NOT)
+			atomic_fetch_add(&r->idle, 1);
 		pthread_mutex_lock(&r->cq_lock);
 	}
 	pthread_mutex_unlock(&r->cq_lock);
@@ -396,15 +475,19 @@ static void *sup_run(void *arg)
 				struct timespec ts = {0, GW_LOOP_STALL_MS * 1000000L};
 				nanosleep(&ts, NULL);
 				if (atomic_load(&r->idle) == 0 && atomic_load(&r->handled) == before) {
-					int rc = ring_thread_start(r);
-					if (rc && rc != -EAGAIN)
+					int rc = unpark(r) ? 1 : ring_thread_start(r);
+					if (rc == 1)
+						log_debug("FUSE ring %u: threads all in handlers for %d ms: a parked stand-in "
+							  "woken", i, GW_LOOP_STALL_MS);
+					else if (rc && rc != -EAGAIN)
 						log_warn("cannot start a FUSE ring thread: %s", strerror(-rc));
 					else if (!rc)
 						log_debug("FUSE ring %u: threads all in handlers for %d ms: stand-in started "
 							  "(%u threads)", i, GW_LOOP_STALL_MS, r->nthreads);
 				}
 				atomic_store(&r->armed, false);
-				if (atomic_load(&r->idle) == 0 && r->nthreads < r->tcap && !atomic_exchange(&r->armed, true))
+				if (atomic_load(&r->idle) == 0 && (r->nthreads < r->tcap || parked_count(r)) &&
+				    !atomic_exchange(&r->armed, true))
 					again = true; /* all still busy: look again */
 			}
 		}
@@ -424,6 +507,9 @@ static void rings_free(struct gw_fuse_uring *u)
 	for (unsigned i = 0; u->rings && i < u->nrings; i++) {
 		struct ring *r = &u->rings[i];
 		atomic_store(&r->stop, true);
+		pthread_mutex_lock(&r->park_lock);
+		pthread_cond_broadcast(&r->park_cv);
+		pthread_mutex_unlock(&r->park_lock);
 		if (r->nthreads) {
 			uint64_t one = 1;
 			if (write(r->efd, &one, sizeof(one)) < 0)
@@ -442,6 +528,8 @@ static void rings_free(struct gw_fuse_uring *u)
 		free(r->t);
 		pthread_mutex_destroy(&r->lock);
 		pthread_mutex_destroy(&r->cq_lock);
+		pthread_mutex_destroy(&r->park_lock);
+		pthread_cond_destroy(&r->park_cv);
 	}
 	free(u->rings);
 	u->rings = NULL;
@@ -494,6 +582,8 @@ static int rings_create(struct gw_fuse_uring *u)
 		r->u = u;
 		pthread_mutex_init(&r->lock, NULL);
 		pthread_mutex_init(&r->cq_lock, NULL);
+		pthread_mutex_init(&r->park_lock, NULL);
+		pthread_cond_init(&r->park_cv, NULL);
 		unsigned nq = u->nqueues / u->nrings + (i < u->nqueues % u->nrings); /* queues i, i + nrings, ... */
 		r->nents = nq * u->depth;
 		r->ents = calloc(r->nents, sizeof(*r->ents));
@@ -714,6 +804,15 @@ int gw_fuse_uring_attach(struct fuse_session *se, enum gw_uring_mode mode, unsig
 const char *gw_fuse_uring_path(const struct gw_fuse_uring *u)
 {
 	return u && atomic_load(&u->active) ? "io_uring" : "dev";
+}
+
+void gw_fuse_uring_threads(struct gw_fuse_uring *u, unsigned *threads, unsigned *parked)
+{
+	*threads = *parked = 0;
+	for (unsigned i = 0; u && atomic_load(&u->active) && i < u->nrings; i++) {
+		*threads += atomic_load(&u->rings[i].started);
+		*parked += parked_count(&u->rings[i]);
+	}
 }
 
 uint64_t gw_fuse_uring_requests(const struct gw_fuse_uring *u)

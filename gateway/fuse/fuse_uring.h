@@ -63,6 +63,12 @@ int gw_fuse_uring_attach(struct fuse_session *se, enum gw_uring_mode mode, unsig
 
 /* "io_uring" while the rings serve the mount, else "dev" (NULL u: "dev"). */
 const char *gw_fuse_uring_path(const struct gw_fuse_uring *u);
+/*
+ * The rings' threads now: *threads started (the first of each ring and its
+ * stand-ins), *parked of them stand-ins parked (no part in the rings until
+ * the next stall).  Both 0 for NULL.  Any thread.
+ */
+void gw_fuse_uring_threads(struct gw_fuse_uring *u, unsigned *threads, unsigned *parked);
 /* Requests served from ring entries so far (0 for NULL). */
 uint64_t gw_fuse_uring_requests(const struct gw_fuse_uring *u);
 /* True when -o io_uring=on could not be honoured (the session was exited: exit 1). */

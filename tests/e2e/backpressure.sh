@@ -13,6 +13,7 @@
 # Meanwhile `ls MNT` and `cat MNT/.stats` must each answer within 2 s (the
 # loop starts stand-in readers).  After SIGCONT fio must finish with no
 # error and its verify must pass, and the daemon must stop on SIGTERM.
+# Over FUSE over io_uring, the stand-in ring threads must then park.
 #
 # Prints "ok - ..." / "not ok - ..." per check and "N passed, M failed"
 # last; exits 1 if anything failed, 77 (skip) when not root.  Needs root,
@@ -27,7 +28,7 @@ iserfuse=$(cd "$(dirname "$iserfuse")" && pwd)/$(basename "$iserfuse")
 need_root "the test mounts FUSE and runs tgtd, which needs root"
 
 [[ -c /dev/fuse ]] || missing+=(/dev/fuse)
-need_tools tgtd tgtadm fusermount3 fio mountpoint pgrep timeout ss
+need_tools tgtd tgtadm fusermount3 fio mountpoint pgrep timeout ss taskset dd
 
 suite_scratch backpressure
 mnt=$work/mnt
@@ -82,9 +83,15 @@ fio --name=bp --filename="$mnt/lun1" --rw=randwrite --bsrange=4k-1m --iodepth=64
 	>"$work/fio.err" 2>&1 &
 fio_pid=$!
 
+# stat_of KEY: KEY's value in .stats (empty if it has none).
+stat_of() {
+	awk -v k="$1" '$1 == k { print $2 }' "$mnt/.stats" 2>/dev/null
+}
 # Until the writes flow: commands counted in .stats.
 commands() {
-	awk '$1 == "commands" { print $2 }' "$mnt/.stats" 2>/dev/null || echo 0
+	local n
+	n=$(stat_of commands)
+	echo "${n:-0}"
 }
 for _ in $(seq 100); do
 	(($(commands) > 20)) && break
@@ -119,6 +126,21 @@ check "fio verified what it wrote" grep -q 'READ:' "$work/fio.out"
 if ((rc)); then
 	note "$work/fio.out"
 	note "$work/fio.err"
+fi
+
+# Over FUSE over io_uring a ring thread may not end before its ring: the
+# stand-ins started for the stall step aside (park) once it is over, so
+# that a ring is served by one thread again.  Reads from every CPU reach
+# every queue's ring.
+if [[ $(stat_of fuse_path) == io_uring ]]; then
+	threads=$(stat_of fuse_ring_threads)
+	check "the stall started a stand-in ring thread (fuse_ring_threads $threads)" test "${threads:-0}" -gt 1
+	for cpu in $(seq 0 $(($(nproc) - 1))); do
+		taskset -c "$cpu" dd if="$mnt/lun1" of=/dev/null bs=4k count=50 iflag=direct 2>/dev/null
+	done
+	parked=$(stat_of fuse_ring_threads_parked)
+	check "a stand-in ring thread parked once the stall was over (fuse_ring_threads_parked ${parked:-none} of ${threads:-none})" \
+		test "${parked:-0}" -ge 1
 fi
 
 pid=$(daemon_pids "$mnt")
