@@ -11,9 +11,10 @@
  * after GW_LOOP_STALL_MS, as fuse_loop.c does for /dev/fuse).  A thread may
  * not end before its ring (see ring_run): a stand-in that finishes a
  * handler while another thread of its ring is out of handlers parks
- * instead, on park_cv, taking no part in the ring until the supervisor
- * wakes it for the next stall; the entries it committed last are handed
- * to its ring's other threads as their requests come.  Only the thread holding the ring's cq_lock submits
+ * instead (park), taking no part in the ring until the supervisor wakes it
+ * for the next stall; the entries it committed last pass to the ring's
+ * other threads as their requests come.  Only the thread holding the
+ * ring's cq_lock submits
  * (REGISTER of the entries, COMMIT_AND_FETCH of each reply, the read of
  * the ring's eventfd) and reaps; it turns a request into /dev/fuse's
  * layout (fuse_uring_conv.c), lets go of cq_lock and runs the handler

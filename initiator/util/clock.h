@@ -94,8 +94,9 @@ static inline int clk_cond_init(pthread_cond_t *cv)
  * The pass clock.  An event loop calls clk_pass_begin as it wakes and
  * clk_pass_end before it waits again; in between, clk_pass_us is that
  * reading (CLOCK_MONOTONIC, microseconds), and outside a pass, or on a
- * thread that keeps none, a fresh one.  Only for stamps a pass may share:
- * a command's submission and completion, the last receive.  Per thread.
+ * thread that keeps none, a fresh one.  Only for what a pass may share:
+ * a command's submission and completion stamps, the last receive, the
+ * loop's own tick and wait.  Per thread.
  */
 extern _Thread_local int64_t clk_pass_now_us;
 
