@@ -83,15 +83,9 @@ fio --name=bp --filename="$mnt/lun1" --rw=randwrite --bsrange=4k-1m --iodepth=64
 	>"$work/fio.err" 2>&1 &
 fio_pid=$!
 
-# stat_of KEY: KEY's value in .stats (empty if it has none).
-stat_of() {
-	awk -v k="$1" '$1 == k { print $2 }' "$mnt/.stats" 2>/dev/null
-}
 # Until the writes flow: commands counted in .stats.
 commands() {
-	local n
-	n=$(stat_of commands)
-	echo "${n:-0}"
+	awk '$1 == "commands" { print $2 }' "$mnt/.stats" 2>/dev/null || echo 0
 }
 for _ in $(seq 100); do
 	(($(commands) > 20)) && break
