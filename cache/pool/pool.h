@@ -59,6 +59,20 @@ void pool_hold_begin(void);
 void pool_hold_end(void);
 
 /*
+ * As pool_hold_end, but the slices held (up to 128, of one pool) become
+ * the calling thread's spares: its own next buf_pool_get and
+ * buf_pool_tryget on that pool take them without the pool's lock (last
+ * returned, first taken), until pool_spares_return gives the rest back.
+ * A thread that keeps spares returns them before it waits for anything,
+ * or other threads may wait for slices nobody uses (a TCP event thread:
+ * the ring's flush and idle hooks, iscsi_tcp_ring_set_flush).
+ */
+void pool_hold_end_keep(void);
+
+/* Give the calling thread's spares back to their pool (one lock round, waiters woken).  No spares: nothing. */
+void pool_spares_return(void);
+
+/*
  * The number (0..nslices-1) of the slice that starts at slice, in *index.
  * Pure arithmetic on the layout: says nothing about who holds it.
  * Returns 0, or -EINVAL when slice is not the start of one of p's slices.

@@ -71,7 +71,8 @@ struct gw_io *gw_io_new(struct fuse_session *se, gw_io_fast_fn fast, void *fast_
 	io->fd = fuse_session_fd(se);
 	io->fast = fast;
 	io->fast_arg = fast_arg;
-	iscsi_tcp_ring_set_flush(pool_hold_end); /* the slices of replies queued on a ring (gw_io_reply) */
+	/* the slices of replies queued on a ring (gw_io_reply), kept for the pass's next requests */
+	iscsi_tcp_ring_set_flush(pool_hold_end_keep, pool_spares_return);
 	pthread_mutex_init(&io->lock, NULL);
 	pthread_mutex_init(&io->run_lock, NULL);
 	pthread_cond_init(&io->cv, NULL);

@@ -96,6 +96,7 @@ struct ring_loop {
 
 static _Thread_local struct ring_loop *this_loop; /* the calling thread's, while it runs tcp_ring_loop */
 static void (*_Atomic flush_fn)(void);
+static void (*_Atomic idle_fn)(void);
 
 /* An SQE: a free one, else what is queued is submitted first to free one. */
 static struct io_uring_sqe *sqe_get(struct ring_loop *L)
@@ -354,7 +355,19 @@ static int handle(struct tcp_conn *c, struct ring_loop *L, int gfd)
 	return 0;
 }
 
-void iscsi_tcp_ring_set_flush(void (*fn)(void)) { atomic_store(&flush_fn, fn); }
+void iscsi_tcp_ring_set_flush(void (*flush)(void), void (*idle)(void))
+{
+	atomic_store(&flush_fn, flush);
+	atomic_store(&idle_fn, idle);
+}
+
+/* The idle hook (iscsi_tcp_ring_set_flush), if one is set. */
+static void idle_run(void)
+{
+	void (*fn)(void) = atomic_load_explicit(&idle_fn, memory_order_relaxed);
+	if (fn)
+		fn();
+}
 
 int iscsi_tcp_ring_writev(int fd, const struct iovec *iov, int n)
 {
@@ -500,6 +513,7 @@ int tcp_ring_loop(struct tcp_conn *c)
 		L.writes_new = 0;
 		if (L.held && wait > HOLD_WAIT_MS)
 			wait = HOLD_WAIT_MS;
+		idle_run();
 		clk_pass_end();
 		int r = enter(&L, wait, wait_nr);
 		clk_pass_begin(); /* one clock read for what this pass submits, completes and ticks */
@@ -518,6 +532,7 @@ int tcp_ring_loop(struct tcp_conn *c)
 	shutdown(c->fd, SHUT_RDWR); /* a send still out ends at once */
 	drain_ring(&L);
 	flush_done(&L); /* now that nothing is out */
+	idle_run();
 	this_loop = NULL;
 	io_uring_queue_exit(&L.ring);
 	tcp_ring_running(false);

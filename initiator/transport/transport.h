@@ -239,12 +239,15 @@ void iscsi_tcp_set_ring(bool on);
 int iscsi_tcp_ring_writev(int fd, const struct iovec *iov, int n);
 
 /*
- * fn runs on a TCP event thread after the writes it queued
- * (iscsi_tcp_ring_writev) have all been made, before it waits again: the
- * caller's moment to release what those writes referenced.  Set once,
- * before the first connection; NULL: none.
+ * Two hooks of a TCP event thread on its ring.  flush runs once the writes
+ * it queued (iscsi_tcp_ring_writev) have all been made, before the pass's
+ * callbacks: the caller's moment to release what those writes referenced.
+ * idle runs at the end of each pass, before the io_uring_enter that may
+ * wait, and once more as the loop ends: the moment to give back what the
+ * pass kept for itself (the gateway's pool spares).  Set once, before the
+ * first connection; NULL: none.
  */
-void iscsi_tcp_ring_set_flush(void (*fn)(void));
+void iscsi_tcp_ring_set_flush(void (*flush)(void), void (*idle)(void));
 
 /* TCP event threads running now (any thread): on an io_uring (*ring), on poll(2) (*poll). */
 void iscsi_tcp_loops(unsigned *ring, unsigned *poll);
