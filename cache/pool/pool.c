@@ -77,6 +77,7 @@ bool pool_nowait(void) { return nowait; }
 static _Thread_local struct buf_pool *spare_pool;
 static _Thread_local void *spares[SPARES_MAX];
 static _Thread_local unsigned nspares;
+static _Thread_local bool spares_moved; /* taken or made since the last pool_spares_idle */
 
 /* A spare of p for the calling thread, or NULL. */
 static void *spare_take(struct buf_pool *p, unsigned *index)
@@ -84,6 +85,7 @@ static void *spare_take(struct buf_pool *p, unsigned *index)
 	if (!nspares || spare_pool != p)
 		return NULL;
 	uint8_t *s = spares[--nspares];
+	spares_moved = true;
 	if (index)
 		*index = (unsigned)((size_t)(s - p->base) / p->slice_size);
 	return s;
@@ -198,6 +200,7 @@ void pool_hold_end_keep(void)
 	for (; i < nheld && nspares < SPARES_MAX && (!nspares || held[i].p == spare_pool); i++) {
 		spare_pool = held[i].p;
 		spares[nspares++] = held[i].slice;
+		spares_moved = true;
 	}
 	held_return(i);
 }
@@ -213,6 +216,19 @@ void pool_spares_return(void)
 	wake_locked(p, nspares);
 	pthread_mutex_unlock(&p->lock);
 	nspares = 0;
+}
+
+bool pool_spares_idle(void)
+{
+	bool moved = spares_moved;
+	spares_moved = false;
+	if (!nspares)
+		return false;
+	/* a waiter counts itself under the lock; read without it, one that comes later waits one short wait more */
+	if (moved && !__atomic_load_n(&spare_pool->waiting, __ATOMIC_RELAXED))
+		return true;
+	pool_spares_return();
+	return false;
 }
 
 void buf_pool_put(struct buf_pool *p, void *slice)

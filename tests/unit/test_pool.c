@@ -249,3 +249,44 @@ Test(pool, returned_spares_wake_a_waiter)
 	cr_assert_eq(buf_pool_in_use(p), 0);
 	buf_pool_destroy(p);
 }
+
+Test(pool, spares_stay_one_idle_round_while_used_and_none_waits)
+{
+	struct buf_pool *p;
+	cr_assert_eq(buf_pool_create(&p, 4096, 3), 0);
+	void *s[3];
+	for (int i = 0; i < 3; i++)
+		s[i] = buf_pool_get(p, NULL);
+	cr_assert_not(pool_spares_idle(), "no spares, nothing kept");
+	pool_hold_begin();
+	buf_pool_put(p, s[0]);
+	buf_pool_put(p, s[1]);
+	pool_hold_end_keep();
+	cr_assert(pool_spares_idle(), "spares just made are kept for the next round");
+	cr_assert_eq(buf_pool_in_use(p), 3);
+	cr_assert_eq(buf_pool_tryget(p, NULL), s[1]);
+	cr_assert(pool_spares_idle(), "a round that took one keeps the rest");
+	cr_assert_eq(buf_pool_in_use(p), 3);
+	cr_assert_not(pool_spares_idle(), "a round that used none gives them back");
+	cr_assert_eq(buf_pool_in_use(p), 2);
+	/* a waiter: spares go back at the next idle round, used or not */
+	buf_pool_put(p, s[2]);
+	void *a = buf_pool_tryget(p, NULL), *b = buf_pool_tryget(p, NULL);
+	cr_assert(a && b);
+	pool_hold_begin();
+	buf_pool_put(p, a);
+	pool_hold_end_keep();
+	pthread_t th;
+	pthread_create(&th, NULL, get_one, p);
+	usleep(100 * 1000); /* it waits: the one free slice is a spare */
+	cr_assert_eq(buf_pool_in_use(p), 3);
+	cr_assert_not(pool_spares_idle(), "kept while a thread waits for a slice");
+	void *got;
+	pthread_join(th, &got);
+	cr_assert_eq(got, a);
+	buf_pool_put(p, s[1]);
+	buf_pool_put(p, b);
+	buf_pool_put(p, got);
+	cr_assert_eq(buf_pool_in_use(p), 0);
+	buf_pool_destroy(p);
+}
