@@ -100,9 +100,9 @@ void *buf_pool_get(struct buf_pool *p, unsigned *index)
 		return buf_pool_tryget(p, index);
 	pthread_mutex_lock(&p->lock);
 	while (p->nfree == 0) {
-		p->waiting++;
+		__atomic_fetch_add(&p->waiting, 1, __ATOMIC_RELAXED); /* under the lock; pool_spares_idle reads it without */
 		pthread_cond_wait(&p->cv, &p->lock);
-		p->waiting--;
+		__atomic_fetch_sub(&p->waiting, 1, __ATOMIC_RELAXED);
 	}
 	void *s = take(p, index);
 	pthread_mutex_unlock(&p->lock);

@@ -172,7 +172,8 @@ static bool refusing(const struct iscsi_session *s)
  * task's bytes, and zeroing them was most of a submission's own cost.
  */
 #define TASK_END(f) (offsetof(struct task, f) + sizeof(((struct task *)0)->f))
-static_assert(TASK_END(cmd) == offsetof(struct task, itt) && TASK_END(r2tq) == offsetof(struct task, r2t_head) &&
+static_assert(offsetof(struct task, cmd) - TASK_END(bursting) < _Alignof(struct iscsi_cmd) &&
+		      TASK_END(cmd) == offsetof(struct task, itt) && TASK_END(r2tq) == offsetof(struct task, r2t_head) &&
 		      sizeof(struct task) - TASK_END(deferred_res) < _Alignof(struct task),
 	      "task_reset: a field of struct task lies outside the ranges it zeroes");
 

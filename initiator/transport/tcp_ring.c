@@ -359,8 +359,8 @@ static int handle(struct tcp_conn *c, struct ring_loop *L, int gfd)
 
 void iscsi_tcp_ring_set_flush(void (*flush)(void), bool (*idle)(bool last))
 {
-	atomic_store(&flush_fn, flush);
 	atomic_store(&idle_fn, idle);
+	atomic_store(&flush_fn, flush);
 }
 
 /* The idle hook (iscsi_tcp_ring_set_flush), if one is set: true when it keeps something, for a short wait. */
@@ -530,6 +530,7 @@ int tcp_ring_loop(struct tcp_conn *c)
 	if (L.writes_new)
 		io_uring_submit(&L.ring); /* the replies queued last: they are made before the drain */
 	shutdown(c->fd, SHUT_RDWR); /* a send still out ends at once */
+	idle_run(true); /* the last pass's spares, before the drain waits */
 	drain_ring(&L);
 	flush_done(&L); /* now that nothing is out */
 	idle_run(true);
