@@ -68,15 +68,41 @@ void pool_nowait_set(bool on) { nowait = on; }
 
 bool pool_nowait(void) { return nowait; }
 
+/*
+ * The calling thread's spares: slices its held puts gave back
+ * (pool_hold_end_keep), free to use again, that its own gets take before
+ * the pool's lock, until pool_spares_return.  Of one pool at a time.
+ */
+#define SPARES_MAX 128
+static _Thread_local struct buf_pool *spare_pool;
+static _Thread_local void *spares[SPARES_MAX];
+static _Thread_local unsigned nspares;
+static _Thread_local bool spares_moved; /* taken or made since the last pool_spares_idle */
+
+/* A spare of p for the calling thread, or NULL. */
+static void *spare_take(struct buf_pool *p, unsigned *index)
+{
+	if (!nspares || spare_pool != p)
+		return NULL;
+	uint8_t *s = spares[--nspares];
+	spares_moved = true;
+	if (index)
+		*index = (unsigned)((size_t)(s - p->base) / p->slice_size);
+	return s;
+}
+
 void *buf_pool_get(struct buf_pool *p, unsigned *index)
 {
+	void *spare = spare_take(p, index);
+	if (spare)
+		return spare;
 	if (nowait)
 		return buf_pool_tryget(p, index);
 	pthread_mutex_lock(&p->lock);
 	while (p->nfree == 0) {
-		p->waiting++;
+		__atomic_fetch_add(&p->waiting, 1, __ATOMIC_RELAXED); /* under the lock; pool_spares_idle reads it without */
 		pthread_cond_wait(&p->cv, &p->lock);
-		p->waiting--;
+		__atomic_fetch_sub(&p->waiting, 1, __ATOMIC_RELAXED);
 	}
 	void *s = take(p, index);
 	pthread_mutex_unlock(&p->lock);
@@ -85,7 +111,9 @@ void *buf_pool_get(struct buf_pool *p, unsigned *index)
 
 void *buf_pool_tryget(struct buf_pool *p, unsigned *index)
 {
-	void *s = NULL;
+	void *s = spare_take(p, index);
+	if (s)
+		return s;
 	pthread_mutex_lock(&p->lock);
 	if (p->nfree)
 		s = take(p, index);
@@ -135,23 +163,72 @@ static void put_locked(struct buf_pool *p, const uint8_t *b)
 	p->free_stack[p->nfree++] = (unsigned)((size_t)(b - p->base) / p->slice_size);
 }
 
-void pool_hold_end(void)
+/* Wake the waiters that added slices can serve (added of them came back).  Lock held. */
+static void wake_locked(struct buf_pool *p, unsigned added)
 {
-	holding = false;
-	/* a run of puts to one pool (the usual case: one pool) in one lock round */
-	for (size_t i = 0; i < nheld;) {
+	if (p->waiting && added > 1)
+		pthread_cond_broadcast(&p->cv); /* more than one slice: as many waiters may go */
+	else if (p->waiting && added)
+		pthread_cond_signal(&p->cv);
+}
+
+/* Held puts from the first'th on back to their pools: a run of puts to one pool in one lock round. */
+static void held_return(size_t first)
+{
+	for (size_t i = first; i < nheld;) {
 		struct buf_pool *p = held[i].p;
 		pthread_mutex_lock(&p->lock);
 		unsigned before = p->nfree;
 		for (; i < nheld && held[i].p == p; i++)
 			put_locked(p, held[i].slice);
-		if (p->waiting && p->nfree - before > 1)
-			pthread_cond_broadcast(&p->cv); /* more than one slice: as many waiters may go */
-		else if (p->waiting)
-			pthread_cond_signal(&p->cv);
+		wake_locked(p, p->nfree - before);
 		pthread_mutex_unlock(&p->lock);
 	}
 	nheld = 0;
+}
+
+void pool_hold_end(void)
+{
+	holding = false;
+	held_return(0);
+}
+
+void pool_hold_end_keep(void)
+{
+	holding = false;
+	size_t i = 0;
+	for (; i < nheld && nspares < SPARES_MAX && (!nspares || held[i].p == spare_pool); i++) {
+		spare_pool = held[i].p;
+		spares[nspares++] = held[i].slice;
+		spares_moved = true;
+	}
+	held_return(i);
+}
+
+void pool_spares_return(void)
+{
+	if (!nspares)
+		return;
+	struct buf_pool *p = spare_pool;
+	pthread_mutex_lock(&p->lock);
+	for (unsigned i = 0; i < nspares; i++)
+		put_locked(p, spares[i]);
+	wake_locked(p, nspares);
+	pthread_mutex_unlock(&p->lock);
+	nspares = 0;
+}
+
+bool pool_spares_idle(void)
+{
+	bool moved = spares_moved;
+	spares_moved = false;
+	if (!nspares)
+		return false;
+	/* a waiter counts itself under the lock; read without it, one that comes later waits one short wait more */
+	if (moved && !__atomic_load_n(&spare_pool->waiting, __ATOMIC_RELAXED))
+		return true;
+	pool_spares_return();
+	return false;
 }
 
 void buf_pool_put(struct buf_pool *p, void *slice)

@@ -59,6 +59,29 @@ void pool_hold_begin(void);
 void pool_hold_end(void);
 
 /*
+ * As pool_hold_end, but the slices held (up to 128, of one pool) become
+ * the calling thread's spares: its own next buf_pool_get and
+ * buf_pool_tryget on that pool take them without the pool's lock (last
+ * returned, first taken), until pool_spares_return gives the rest back.
+ * A thread that keeps spares calls pool_spares_idle before each wait, and
+ * waits a short while at most (1 ms) while that keeps some, or other
+ * threads may wait for slices nobody uses (a TCP event thread: the ring's
+ * flush and idle hooks, iscsi_tcp_ring_set_flush).
+ */
+void pool_hold_end_keep(void);
+
+/* Give the calling thread's spares back to their pool (one lock round, waiters woken).  No spares: nothing. */
+void pool_spares_return(void);
+
+/*
+ * Before the calling thread waits: keep its spares if one was taken or
+ * made since the last call and no thread waits on their pool, else give
+ * them back (pool_spares_return).  Returns true when it kept some: the
+ * wait must then be short (the next call gives back what was not used).
+ */
+bool pool_spares_idle(void);
+
+/*
  * The number (0..nslices-1) of the slice that starts at slice, in *index.
  * Pure arithmetic on the layout: says nothing about who holds it.
  * Returns 0, or -EINVAL when slice is not the start of one of p's slices.

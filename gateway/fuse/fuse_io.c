@@ -62,6 +62,15 @@ struct gw_io {
 static struct gw_io io_one;
 static atomic_bool io_made;
 
+/* The ring's idle hook: the event thread's pool spares kept for its next passes, or given back (last: all). */
+static bool spares_idle(bool last)
+{
+	if (!last)
+		return pool_spares_idle();
+	pool_spares_return();
+	return false;
+}
+
 struct gw_io *gw_io_new(struct fuse_session *se, gw_io_fast_fn fast, void *fast_arg)
 {
 	if (atomic_exchange(&io_made, true))
@@ -71,7 +80,8 @@ struct gw_io *gw_io_new(struct fuse_session *se, gw_io_fast_fn fast, void *fast_
 	io->fd = fuse_session_fd(se);
 	io->fast = fast;
 	io->fast_arg = fast_arg;
-	iscsi_tcp_ring_set_flush(pool_hold_end); /* the slices of replies queued on a ring (gw_io_reply) */
+	/* the slices of replies queued on a ring (gw_io_reply), kept for the next requests' */
+	iscsi_tcp_ring_set_flush(pool_hold_end_keep, spares_idle);
 	pthread_mutex_init(&io->lock, NULL);
 	pthread_mutex_init(&io->run_lock, NULL);
 	pthread_cond_init(&io->cv, NULL);

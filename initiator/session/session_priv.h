@@ -99,7 +99,7 @@ struct task {
 	uint32_t unsol_end;         /* end of unsolicited data (bytes) */
 	uint32_t tx_offset, burst_end, burst_ttt, burst_datasn;
 	uint32_t data_sent;         /* a WRITE's data bytes given to the transport in PDUs (not RDMA-read) */
-	struct r2t r2tq[R2T_QUEUE];
+	struct r2t r2tq[R2T_QUEUE]; /* not zeroed at submission (task_reset, session.c): fields from itt to here and from r2t_head to deferred_res are */
 	uint8_t r2t_head, r2t_count;
 	/* Data-In state (§11.7.2) */
 	uint32_t rx_offset, rx_datasn;

@@ -20,8 +20,10 @@
  * within its submit (/dev/fuse takes a write at once), so the wait counts
  * them among the completions it waits for and still sleeps.  Once they
  * are reaped the flush hook runs (the gateway returns the pool slices the
- * replies referred to); while slices are held so, a wait lasts at most
- * HOLD_WAIT_MS, so a thread waiting for a slice is not kept waiting long.
+ * replies referred to); while slices are held so, or while the idle hook
+ * at the end of a pass says it keeps some for the next passes (the
+ * gateway's pool spares), a wait lasts at most HOLD_WAIT_MS, so a thread
+ * waiting for a slice is not kept waiting long.
  *
  * The batch stays in c->iov while its SQE is out: iovpos < iovcnt, so a
  * direct sender (tcp_try_send) keeps off it.  A send the socket could not
@@ -52,7 +54,7 @@
 #endif
 
 #define SEND_AT_ONCE_MAX (64u * 1024u) /* a send this small the socket is expected to take at once */
-#define HOLD_WAIT_MS 1 /* the longest wait while the flush hook has puts to return */
+#define HOLD_WAIT_MS 1 /* the longest wait while the flush hook has puts to return, or the idle hook keeps some */
 
 enum { UD_SOCK = 1, UD_RECV, UD_SOCK_OUT, UD_KICK, UD_SEND, UD_CANCEL, UD_WRITE = 64, UD_GUEST = 256 };
 
@@ -96,6 +98,7 @@ struct ring_loop {
 
 static _Thread_local struct ring_loop *this_loop; /* the calling thread's, while it runs tcp_ring_loop */
 static void (*_Atomic flush_fn)(void);
+static bool (*_Atomic idle_fn)(bool last);
 
 /* An SQE: a free one, else what is queued is submitted first to free one. */
 static struct io_uring_sqe *sqe_get(struct ring_loop *L)
@@ -354,7 +357,18 @@ static int handle(struct tcp_conn *c, struct ring_loop *L, int gfd)
 	return 0;
 }
 
-void iscsi_tcp_ring_set_flush(void (*fn)(void)) { atomic_store(&flush_fn, fn); }
+void iscsi_tcp_ring_set_flush(void (*flush)(void), bool (*idle)(bool last))
+{
+	atomic_store(&idle_fn, idle);
+	atomic_store(&flush_fn, flush);
+}
+
+/* The idle hook (iscsi_tcp_ring_set_flush), if one is set: true when it keeps something, for a short wait. */
+static bool idle_run(bool last)
+{
+	bool (*fn)(bool) = atomic_load_explicit(&idle_fn, memory_order_relaxed);
+	return fn && fn(last);
+}
 
 int iscsi_tcp_ring_writev(int fd, const struct iovec *iov, int n)
 {
@@ -498,7 +512,7 @@ int tcp_ring_loop(struct tcp_conn *c)
 		/* the last pass's replies (iscsi_tcp_ring_writev) go first and complete within the submit too */
 		wait_nr += L.writes_new;
 		L.writes_new = 0;
-		if (L.held && wait > HOLD_WAIT_MS)
+		if ((idle_run(false) || L.held) && wait > HOLD_WAIT_MS)
 			wait = HOLD_WAIT_MS;
 		clk_pass_end();
 		int r = enter(&L, wait, wait_nr);
@@ -516,8 +530,10 @@ int tcp_ring_loop(struct tcp_conn *c)
 	if (L.writes_new)
 		io_uring_submit(&L.ring); /* the replies queued last: they are made before the drain */
 	shutdown(c->fd, SHUT_RDWR); /* a send still out ends at once */
+	idle_run(true); /* the last pass's spares, before the drain waits */
 	drain_ring(&L);
 	flush_done(&L); /* now that nothing is out */
+	idle_run(true);
 	this_loop = NULL;
 	io_uring_queue_exit(&L.ring);
 	tcp_ring_running(false);

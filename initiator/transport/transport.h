@@ -239,12 +239,16 @@ void iscsi_tcp_set_ring(bool on);
 int iscsi_tcp_ring_writev(int fd, const struct iovec *iov, int n);
 
 /*
- * fn runs on a TCP event thread after the writes it queued
- * (iscsi_tcp_ring_writev) have all been made, before it waits again: the
- * caller's moment to release what those writes referenced.  Set once,
+ * Two hooks of a TCP event thread on its ring.  flush runs once the writes
+ * it queued (iscsi_tcp_ring_writev) have all been made, before the pass's
+ * callbacks: the caller's moment to release what those writes referenced.
+ * idle(false) runs at the end of each pass, before the io_uring_enter that
+ * may wait: true when the caller keeps something for the next passes (the
+ * gateway's pool spares), and the wait then lasts 1 ms at most;
+ * idle(true) runs as the loop ends: give everything back.  Set once,
  * before the first connection; NULL: none.
  */
-void iscsi_tcp_ring_set_flush(void (*fn)(void));
+void iscsi_tcp_ring_set_flush(void (*flush)(void), bool (*idle)(bool last));
 
 /* TCP event threads running now (any thread): on an io_uring (*ring), on poll(2) (*poll). */
 void iscsi_tcp_loops(unsigned *ring, unsigned *poll);

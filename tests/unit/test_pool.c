@@ -168,3 +168,125 @@ Test(pool, a_hold_ending_wakes_every_waiter_it_can_serve)
 	cr_assert_eq(buf_pool_in_use(p), 0);
 	buf_pool_destroy(p);
 }
+
+static void *tryget_one(void *arg)
+{
+	return buf_pool_tryget(arg, NULL);
+}
+
+Test(pool, spares_serve_their_thread_only_until_returned)
+{
+	struct buf_pool *p, *q;
+	cr_assert_eq(buf_pool_create(&p, 4096, 200), 0);
+	cr_assert_eq(buf_pool_create(&q, 4096, 4), 0);
+	void *s[200];
+	for (int i = 0; i < 200; i++)
+		s[i] = buf_pool_get(p, NULL);
+	void *x = buf_pool_get(q, NULL);
+	pool_hold_begin();
+	for (int i = 0; i < 150; i++) /* more than a thread keeps: 128 become spares, 22 go back */
+		buf_pool_put(p, s[i]);
+	buf_pool_put(q, x); /* another pool's: back to its pool */
+	pool_hold_end_keep();
+	cr_assert_eq(buf_pool_in_use(p), 178, "past 128 a kept slice went back to the pool");
+	cr_assert_eq(buf_pool_in_use(q), 0);
+	/* another thread finds only the 22 in the pool, never a spare */
+	void *other[22];
+	pthread_t th;
+	for (int i = 0; i < 22; i++) {
+		pthread_create(&th, NULL, tryget_one, p);
+		pthread_join(th, &other[i]);
+		cr_assert_not_null(other[i]);
+	}
+	void *none;
+	pthread_create(&th, NULL, tryget_one, p);
+	pthread_join(th, &none);
+	cr_assert_null(none, "another thread took a spare");
+	/* this thread takes its spares, the last returned first, with their numbers */
+	unsigned idx, want;
+	cr_assert_eq(buf_pool_tryget(p, &idx), s[127]);
+	cr_assert_eq(buf_pool_index(p, s[127], &want), 0);
+	cr_assert_eq(idx, want);
+	cr_assert_eq(buf_pool_get(p, NULL), s[126]);
+	cr_assert_eq(buf_pool_tryget(q, NULL), x, "a spare of p served a get of q");
+	buf_pool_put(q, x);
+	pool_spares_return();
+	cr_assert_eq(buf_pool_in_use(p), 74, "the 126 spares left went back");
+	pool_spares_return(); /* none left: nothing */
+	cr_assert_eq(buf_pool_in_use(p), 74);
+	for (int i = 0; i < 22; i++)
+		buf_pool_put(p, other[i]);
+	for (int i = 126; i < 128; i++)
+		buf_pool_put(p, s[i]);
+	for (int i = 150; i < 200; i++)
+		buf_pool_put(p, s[i]);
+	cr_assert_eq(buf_pool_in_use(p), 0);
+	buf_pool_destroy(p);
+	buf_pool_destroy(q);
+}
+
+Test(pool, returned_spares_wake_a_waiter)
+{
+	struct buf_pool *p;
+	cr_assert_eq(buf_pool_create(&p, 4096, 2), 0);
+	void *s[2] = {buf_pool_get(p, NULL), buf_pool_get(p, NULL)};
+	pool_hold_begin();
+	buf_pool_put(p, s[0]);
+	buf_pool_put(p, s[1]);
+	pool_hold_end_keep();
+	pthread_t th[2];
+	for (int i = 0; i < 2; i++)
+		pthread_create(&th[i], NULL, get_one, p);
+	usleep(100 * 1000); /* both wait: the spares are this thread's */
+	cr_assert_eq(buf_pool_in_use(p), 2);
+	pool_spares_return(); /* two slices in one lock round: both waiters wake */
+	void *got[2];
+	for (int i = 0; i < 2; i++)
+		pthread_join(th[i], &got[i]);
+	cr_assert(got[0] && got[1] && got[0] != got[1]);
+	for (int i = 0; i < 2; i++)
+		buf_pool_put(p, got[i]);
+	cr_assert_eq(buf_pool_in_use(p), 0);
+	buf_pool_destroy(p);
+}
+
+Test(pool, spares_stay_one_idle_round_while_used_and_none_waits)
+{
+	struct buf_pool *p;
+	cr_assert_eq(buf_pool_create(&p, 4096, 3), 0);
+	void *s[3];
+	for (int i = 0; i < 3; i++)
+		s[i] = buf_pool_get(p, NULL);
+	cr_assert_not(pool_spares_idle(), "no spares, nothing kept");
+	pool_hold_begin();
+	buf_pool_put(p, s[0]);
+	buf_pool_put(p, s[1]);
+	pool_hold_end_keep();
+	cr_assert(pool_spares_idle(), "spares just made are kept for the next round");
+	cr_assert_eq(buf_pool_in_use(p), 3);
+	cr_assert_eq(buf_pool_tryget(p, NULL), s[1]);
+	cr_assert(pool_spares_idle(), "a round that took one keeps the rest");
+	cr_assert_eq(buf_pool_in_use(p), 3);
+	cr_assert_not(pool_spares_idle(), "a round that used none gives them back");
+	cr_assert_eq(buf_pool_in_use(p), 2);
+	/* a waiter: spares go back at the next idle round, used or not */
+	buf_pool_put(p, s[2]);
+	void *a = buf_pool_tryget(p, NULL), *b = buf_pool_tryget(p, NULL);
+	cr_assert(a && b);
+	pool_hold_begin();
+	buf_pool_put(p, a);
+	pool_hold_end_keep();
+	pthread_t th;
+	pthread_create(&th, NULL, get_one, p);
+	usleep(100 * 1000); /* it waits: the one free slice is a spare */
+	cr_assert_eq(buf_pool_in_use(p), 3);
+	cr_assert_not(pool_spares_idle(), "kept while a thread waits for a slice");
+	void *got;
+	pthread_join(th, &got);
+	cr_assert_eq(got, a);
+	buf_pool_put(p, s[1]);
+	buf_pool_put(p, b);
+	buf_pool_put(p, got);
+	cr_assert_eq(buf_pool_in_use(p), 0);
+	buf_pool_destroy(p);
+}
