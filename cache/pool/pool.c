@@ -13,7 +13,8 @@ struct buf_pool {
 	pthread_cond_t cv;
 	uint8_t *base;
 	size_t slice_size, len;
-	unsigned nslices, nfree, max_in_use;
+	unsigned nslices, max_in_use;
+	unsigned nfree;       /* changed under the lock, with atomic stores: pool_spares_idle reads it without */
 	unsigned waiting;     /* buf_pool_get callers in pthread_cond_wait: a put signals only then */
 	unsigned registrations;
 	unsigned *free_stack; /* indices of free slices; top = nfree - 1 */
@@ -53,8 +54,10 @@ int buf_pool_create(struct buf_pool **out, size_t slice_size, unsigned nslices)
 
 static void *take(struct buf_pool *p, unsigned *index)
 {
-	unsigned i = p->free_stack[--p->nfree];
-	unsigned used = p->nslices - p->nfree;
+	unsigned n = p->nfree - 1;
+	unsigned i = p->free_stack[n];
+	__atomic_store_n(&p->nfree, n, __ATOMIC_RELAXED);
+	unsigned used = p->nslices - n;
 	if (used > p->max_in_use)
 		p->max_in_use = used;
 	if (index)
@@ -160,7 +163,8 @@ static void put_locked(struct buf_pool *p, const uint8_t *b)
 		fprintf(stderr, "iserfuse: buf_pool_put: slice returned twice\n");
 		abort();
 	}
-	p->free_stack[p->nfree++] = (unsigned)((size_t)(b - p->base) / p->slice_size);
+	p->free_stack[p->nfree] = (unsigned)((size_t)(b - p->base) / p->slice_size);
+	__atomic_store_n(&p->nfree, p->nfree + 1, __ATOMIC_RELAXED);
 }
 
 /* Wake the waiters that added slices can serve (added of them came back).  Lock held. */
@@ -197,7 +201,10 @@ void pool_hold_end_keep(void)
 {
 	holding = false;
 	size_t i = 0;
-	for (; i < nheld && nspares < SPARES_MAX && (!nspares || held[i].p == spare_pool); i++) {
+	/* while a thread waits on the pool, every slice goes back to it */
+	for (; i < nheld && nspares < SPARES_MAX && (!nspares || held[i].p == spare_pool) &&
+	       !__atomic_load_n(&held[i].p->waiting, __ATOMIC_RELAXED);
+	     i++) {
 		spare_pool = held[i].p;
 		spares[nspares++] = held[i].slice;
 		spares_moved = true;
@@ -224,8 +231,14 @@ bool pool_spares_idle(void)
 	spares_moved = false;
 	if (!nspares)
 		return false;
-	/* a waiter counts itself under the lock; read without it, one that comes later waits one short wait more */
-	if (moved && !__atomic_load_n(&spare_pool->waiting, __ATOMIC_RELAXED))
+	/*
+	 * Kept while used, no thread waits on the pool and it has slices of its
+	 * own free (a reader's tryget that finds none falls back to a copy).
+	 * Read without the lock: a waiter that comes later waits one short wait
+	 * more.
+	 */
+	const struct buf_pool *p = spare_pool;
+	if (moved && !__atomic_load_n(&p->waiting, __ATOMIC_RELAXED) && __atomic_load_n(&p->nfree, __ATOMIC_RELAXED))
 		return true;
 	pool_spares_return();
 	return false;

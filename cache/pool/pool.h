@@ -43,13 +43,13 @@ bool pool_nowait(void);
 /*
  * Return a slice obtained from this pool.  Passing anything else aborts.
  * While the calling thread holds its puts (pool_hold_begin) the slice is
- * kept back until pool_hold_end.
+ * kept back until pool_hold_end or pool_hold_end_keep.
  */
 void buf_pool_put(struct buf_pool *p, void *slice);
 
 /*
  * The calling thread's puts are held from now on: a slice it returns stays
- * out of every pool (its bytes as they are) until pool_hold_end, for a
+ * out of every pool (its bytes as they are) until pool_hold_end (or _keep), for a
  * write queued on a ring that still refers to them
  * (iscsi_tcp_ring_writev).  Per thread; idempotent.
  */
@@ -59,8 +59,9 @@ void pool_hold_begin(void);
 void pool_hold_end(void);
 
 /*
- * As pool_hold_end, but the slices held (up to 128, of one pool) become
- * the calling thread's spares: its own next buf_pool_get and
+ * As pool_hold_end, but the slices held become the calling thread's
+ * spares (the first run of them of one pool, up to 128 in all, none while
+ * a thread waits on that pool; the rest go back): its own next buf_pool_get and
  * buf_pool_tryget on that pool take them without the pool's lock (last
  * returned, first taken), until pool_spares_return gives the rest back.
  * A thread that keeps spares calls pool_spares_idle before each wait, and
@@ -75,9 +76,10 @@ void pool_spares_return(void);
 
 /*
  * Before the calling thread waits: keep its spares if one was taken or
- * made since the last call and no thread waits on their pool, else give
- * them back (pool_spares_return).  Returns true when it kept some: the
- * wait must then be short (the next call gives back what was not used).
+ * made since the last call, no thread waits on their pool and the pool
+ * has free slices besides them; else give them back (pool_spares_return).
+ * Returns true when it kept some: the wait must then be short (the next
+ * call gives back what was not used).
  */
 bool pool_spares_idle(void);
 

@@ -157,8 +157,8 @@ void gw_io_reply(void *arg, int err, const struct iovec *iov, int n)
 	/*
 	 * On a TCP event thread's ring: queued, and written with the other
 	 * replies of its pass by the next pass's io_uring_enter; the slices the
-	 * data lies in are held back until those writes are reaped
-	 * (pool_hold_end, the ring's flush hook).
+	 * data lies in are held back until those writes are reaped (the ring's
+	 * flush hook, pool_hold_end_keep: then the thread's spares).
 	 */
 	if (iscsi_tcp_ring_writev(io_one.fd, v, cnt) == 0) {
 		pool_hold_begin();

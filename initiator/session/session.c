@@ -157,6 +157,27 @@ static bool refusing(const struct iscsi_session *s)
 }
 
 /*
+ * A task taken from the free list as a fresh one: every field zero but
+ * its slot's identity (index, gen), its command (the caller copies it
+ * whole) and the two last fields, its R2T ring (read only below
+ * r2t_count) and deferred_res (read only once doomed or done_deferred set
+ * it): most of the task's bytes, whose zeroing was most of a submission's
+ * own cost.
+ */
+#define TASK_END(f) (offsetof(struct task, f) + sizeof(((struct task *)0)->f))
+static_assert(offsetof(struct task, next) == 0 && TASK_END(next) == offsetof(struct task, index) &&
+		      TASK_END(index) == offsetof(struct task, gen) && TASK_END(r2tq) == offsetof(struct task, deferred_res) &&
+		      sizeof(struct task) - TASK_END(deferred_res) < _Alignof(struct task),
+	      "task_reset: struct task no longer ends with r2tq and deferred_res, or no longer starts with next, index, gen");
+
+static void task_reset(struct task *t)
+{
+	t->next = NULL;
+	memset((char *)t + TASK_END(gen), 0, offsetof(struct task, cmd) - TASK_END(gen));
+	memset((char *)t + TASK_END(cmd), 0, offsetof(struct task, r2tq) - TASK_END(cmd));
+}
+
+/*
  * iscsi_session_submit, and iscsi_session_exec's with sync (not fenced):
  * such a command is refused with -ESHUTDOWN once the caller is stopping
  * (iscsi_session_stopping), also while it waits for a slot.  The
@@ -164,27 +185,6 @@ static bool refusing(const struct iscsi_session *s)
  * while every other one parks, never wait for a slot (the parked commands
  * may hold them all) and pass the replacement timeout's refusal.
  */
-/*
- * A task taken from the free list as a fresh one: every field zero but
- * its slot's identity (index, gen), its command (the caller copies it
- * whole), its R2T ring (read only below r2t_count) and deferred_res (read
- * only once doomed or done_deferred set it).  Those two are most of the
- * task's bytes, and zeroing them was most of a submission's own cost.
- */
-#define TASK_END(f) (offsetof(struct task, f) + sizeof(((struct task *)0)->f))
-static_assert(offsetof(struct task, cmd) - TASK_END(bursting) < _Alignof(struct iscsi_cmd) &&
-		      TASK_END(cmd) == offsetof(struct task, itt) && TASK_END(r2tq) == offsetof(struct task, r2t_head) &&
-		      sizeof(struct task) - TASK_END(deferred_res) < _Alignof(struct task),
-	      "task_reset: a field of struct task lies outside the ranges it zeroes");
-
-static void task_reset(struct task *t)
-{
-	t->next = NULL;
-	t->in_use = t->in_txq = t->counted = t->cmd_sent = t->bursting = false;
-	memset(&t->itt, 0, offsetof(struct task, r2tq) - offsetof(struct task, itt));
-	memset(&t->r2t_head, 0, offsetof(struct task, deferred_res) - offsetof(struct task, r2t_head));
-}
-
 static int submit(struct iscsi_session *s, const struct iscsi_cmd *cmd, bool sync)
 {
 	if (cmd->cdb_len == 0 || cmd->cdb_len > SCSI_CDB_MAX || (cmd->len && !cmd->buf) ||

@@ -99,8 +99,7 @@ struct task {
 	uint32_t unsol_end;         /* end of unsolicited data (bytes) */
 	uint32_t tx_offset, burst_end, burst_ttt, burst_datasn;
 	uint32_t data_sent;         /* a WRITE's data bytes given to the transport in PDUs (not RDMA-read) */
-	struct r2t r2tq[R2T_QUEUE]; /* not zeroed at submission (task_reset, session.c): fields from itt to here and from r2t_head to deferred_res are */
-	uint8_t r2t_head, r2t_count;
+	uint8_t r2t_head, r2t_count; /* the R2T ring r2tq below */
 	/* Data-In state (§11.7.2) */
 	uint32_t rx_offset, rx_datasn;
 	int64_t submit_ms;          /* CLOCK_MONOTONIC ms at (re-)issue, for cmd_timeout_ms */
@@ -116,6 +115,13 @@ struct task {
 	 * caller's buffer is still in use, so completion waits for them. */
 	uint16_t tx_pending;
 	bool done_deferred;
+	/*
+	 * These two come last: a submission (task_reset, session.c) zeroes
+	 * every field but index, gen and cmd up to here, not them; each is
+	 * read only once written (r2tq below r2t_count, deferred_res once
+	 * doomed or done_deferred).  A new field goes above.
+	 */
+	struct r2t r2tq[R2T_QUEUE];
 	struct iscsi_cmd_result deferred_res;
 };
 

@@ -174,6 +174,30 @@ static void *tryget_one(void *arg)
 	return buf_pool_tryget(arg, NULL);
 }
 
+/* buf_pool_get in a thread of its own, telling when it has its slice. */
+struct getter {
+	struct buf_pool *p;
+	atomic_bool got;
+	void *slice;
+	pthread_t th;
+};
+
+static void *getter_run(void *arg)
+{
+	struct getter *g = arg;
+	g->slice = buf_pool_get(g->p, NULL);
+	atomic_store(&g->got, true);
+	return NULL;
+}
+
+static void getter_start(struct getter *g, struct buf_pool *p)
+{
+	g->p = p;
+	atomic_init(&g->got, false);
+	g->slice = NULL;
+	pthread_create(&g->th, NULL, getter_run, g);
+}
+
 Test(pool, spares_serve_their_thread_only_until_returned)
 {
 	struct buf_pool *p, *q;
@@ -234,18 +258,17 @@ Test(pool, returned_spares_wake_a_waiter)
 	buf_pool_put(p, s[0]);
 	buf_pool_put(p, s[1]);
 	pool_hold_end_keep();
-	pthread_t th[2];
+	struct getter g[2];
 	for (int i = 0; i < 2; i++)
-		pthread_create(&th[i], NULL, get_one, p);
-	usleep(100 * 1000); /* both wait: the spares are this thread's */
-	cr_assert_eq(buf_pool_in_use(p), 2);
+		getter_start(&g[i], p);
+	usleep(100 * 1000);
+	cr_assert(!atomic_load(&g[0].got) && !atomic_load(&g[1].got), "another thread got a spare");
 	pool_spares_return(); /* two slices in one lock round: both waiters wake */
-	void *got[2];
 	for (int i = 0; i < 2; i++)
-		pthread_join(th[i], &got[i]);
-	cr_assert(got[0] && got[1] && got[0] != got[1]);
+		pthread_join(g[i].th, NULL);
+	cr_assert(g[0].slice && g[1].slice && g[0].slice != g[1].slice);
 	for (int i = 0; i < 2; i++)
-		buf_pool_put(p, got[i]);
+		buf_pool_put(p, g[i].slice);
 	cr_assert_eq(buf_pool_in_use(p), 0);
 	buf_pool_destroy(p);
 }
@@ -253,7 +276,7 @@ Test(pool, returned_spares_wake_a_waiter)
 Test(pool, spares_stay_one_idle_round_while_used_and_none_waits)
 {
 	struct buf_pool *p;
-	cr_assert_eq(buf_pool_create(&p, 4096, 3), 0);
+	cr_assert_eq(buf_pool_create(&p, 4096, 4), 0);
 	void *s[3];
 	for (int i = 0; i < 3; i++)
 		s[i] = buf_pool_get(p, NULL);
@@ -269,24 +292,40 @@ Test(pool, spares_stay_one_idle_round_while_used_and_none_waits)
 	cr_assert_eq(buf_pool_in_use(p), 3);
 	cr_assert_not(pool_spares_idle(), "a round that used none gives them back");
 	cr_assert_eq(buf_pool_in_use(p), 2);
-	/* a waiter: spares go back at the next idle round, used or not */
+	/* every slice out: s[1] and three more */
 	buf_pool_put(p, s[2]);
-	void *a = buf_pool_tryget(p, NULL), *b = buf_pool_tryget(p, NULL);
-	cr_assert(a && b);
+	void *a = buf_pool_tryget(p, NULL), *b = buf_pool_tryget(p, NULL), *c = buf_pool_tryget(p, NULL);
+	cr_assert(a && b && c);
+	/* a thread waits: the spare goes back at the next idle round */
 	pool_hold_begin();
 	buf_pool_put(p, a);
 	pool_hold_end_keep();
-	pthread_t th;
-	pthread_create(&th, NULL, get_one, p);
-	usleep(100 * 1000); /* it waits: the one free slice is a spare */
-	cr_assert_eq(buf_pool_in_use(p), 3);
+	struct getter g;
+	getter_start(&g, p);
+	usleep(100 * 1000);
+	cr_assert_not(atomic_load(&g.got), "another thread got a spare");
 	cr_assert_not(pool_spares_idle(), "kept while a thread waits for a slice");
-	void *got;
-	pthread_join(th, &got);
-	cr_assert_eq(got, a);
-	buf_pool_put(p, s[1]);
+	pthread_join(g.th, NULL);
+	cr_assert_eq(g.slice, a);
+	/* made while a thread waits: none kept */
+	pool_hold_begin();
 	buf_pool_put(p, b);
-	buf_pool_put(p, got);
+	getter_start(&g, p);
+	usleep(100 * 1000);
+	cr_assert_not(atomic_load(&g.got));
+	pool_hold_end_keep();
+	pthread_join(g.th, NULL);
+	cr_assert_eq(g.slice, b, "a slice was kept as a spare while a thread waited");
+	/* kept only while the pool has free slices besides them (a reader's tryget waits for nothing) */
+	pool_hold_begin();
+	buf_pool_put(p, b);
+	pool_hold_end_keep();
+	cr_assert_eq(buf_pool_in_use(p), 4);
+	cr_assert_not(pool_spares_idle(), "kept with no slice of the pool's own free");
+	cr_assert_eq(buf_pool_in_use(p), 3);
+	buf_pool_put(p, s[1]);
+	buf_pool_put(p, a);
+	buf_pool_put(p, c);
 	cr_assert_eq(buf_pool_in_use(p), 0);
 	buf_pool_destroy(p);
 }
