@@ -49,9 +49,9 @@ void buf_pool_put(struct buf_pool *p, void *slice);
 
 /*
  * The calling thread's puts are held from now on: a slice it returns stays
- * out of every pool (its bytes as they are) until pool_hold_end (or _keep), for a
- * write queued on a ring that still refers to them
- * (iscsi_tcp_ring_writev).  Per thread; idempotent.
+ * out of every pool (its bytes as they are) until pool_hold_end or
+ * pool_hold_end_keep, for a write queued on a ring that still refers to
+ * them (iscsi_tcp_ring_writev).  Per thread; idempotent.
  */
 void pool_hold_begin(void);
 
@@ -60,10 +60,11 @@ void pool_hold_end(void);
 
 /*
  * As pool_hold_end, but the slices held become the calling thread's
- * spares (the first run of them of one pool, up to 128 in all, none while
- * a thread waits on that pool; the rest go back): its own next buf_pool_get and
- * buf_pool_tryget on that pool take them without the pool's lock (last
- * returned, first taken), until pool_spares_return gives the rest back.
+ * spares (the first run of them of one pool, up to 128 in all, none
+ * while a thread waits on that pool; the rest go back): its own next
+ * buf_pool_get and buf_pool_tryget on that pool take them without the
+ * pool's lock (last returned, first taken), until pool_spares_return
+ * gives the rest back.
  * A thread that keeps spares calls pool_spares_idle before each wait, and
  * waits a short while at most (1 ms) while that keeps some, or other
  * threads may wait for slices nobody uses (a TCP event thread: the ring's

@@ -80,7 +80,7 @@ struct gw_io *gw_io_new(struct fuse_session *se, gw_io_fast_fn fast, void *fast_
 	io->fd = fuse_session_fd(se);
 	io->fast = fast;
 	io->fast_arg = fast_arg;
-	/* the slices of replies queued on a ring (gw_io_reply), kept for the next requests' */
+	/* the slices of replies queued on a ring (gw_io_reply), then kept as spares for the next requests */
 	iscsi_tcp_ring_set_flush(pool_hold_end_keep, spares_idle);
 	pthread_mutex_init(&io->lock, NULL);
 	pthread_mutex_init(&io->run_lock, NULL);

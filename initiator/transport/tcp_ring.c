@@ -20,10 +20,10 @@
  * within its submit (/dev/fuse takes a write at once), so the wait counts
  * them among the completions it waits for and still sleeps.  Once they
  * are reaped the flush hook runs (the gateway releases the pool slices the
- * replies referred to, as spares its next requests take first); while slices are held so, or while the idle hook
- * at the end of a pass says it keeps some for the next passes (the
- * gateway's pool spares), a wait lasts at most HOLD_WAIT_MS, so a thread
- * waiting for a slice is not kept waiting long.
+ * replies referred to, as spares its next requests take first).  While
+ * slices are held so, or while the idle hook at the end of a pass says it
+ * keeps some for the next passes, a wait lasts at most HOLD_WAIT_MS, so a
+ * thread waiting for a slice is not kept waiting long.
  *
  * The batch stays in c->iov while its SQE is out: iovpos < iovcnt, so a
  * direct sender (tcp_try_send) keeps off it.  A send the socket could not
