@@ -52,6 +52,12 @@ int buf_pool_create(struct buf_pool **out, size_t slice_size, unsigned nslices)
 	return 0;
 }
 
+/* The number of the slice that starts at b, one of p's. */
+static unsigned slice_no(const struct buf_pool *p, const uint8_t *b)
+{
+	return (unsigned)((size_t)(b - p->base) / p->slice_size);
+}
+
 static void *take(struct buf_pool *p, unsigned *index)
 {
 	unsigned n = p->nfree - 1;
@@ -90,7 +96,7 @@ static void *spare_take(struct buf_pool *p, unsigned *index)
 	uint8_t *s = spares[--nspares];
 	spares_moved = true;
 	if (index)
-		*index = (unsigned)((size_t)(s - p->base) / p->slice_size);
+		*index = slice_no(p, s);
 	return s;
 }
 
@@ -163,7 +169,7 @@ static void put_locked(struct buf_pool *p, const uint8_t *b)
 		fprintf(stderr, "iserfuse: buf_pool_put: slice returned twice\n");
 		abort();
 	}
-	p->free_stack[p->nfree] = (unsigned)((size_t)(b - p->base) / p->slice_size);
+	p->free_stack[p->nfree] = slice_no(p, b);
 	__atomic_store_n(&p->nfree, p->nfree + 1, __ATOMIC_RELAXED);
 }
 
@@ -201,13 +207,13 @@ void pool_hold_end_keep(void)
 {
 	holding = false;
 	size_t i = 0;
-	/* while a thread waits on the pool, every slice goes back to it */
-	for (; i < nheld && nspares < SPARES_MAX && (!nspares || held[i].p == spare_pool) &&
-	       !__atomic_load_n(&held[i].p->waiting, __ATOMIC_RELAXED);
-	     i++) {
-		spare_pool = held[i].p;
-		spares[nspares++] = held[i].slice;
-		spares_moved = true;
+	struct buf_pool *p = nheld ? held[0].p : NULL;
+	/* the first run of puts to one pool, unless a thread waits on it: then every slice goes back */
+	if (p && (!nspares || p == spare_pool) && !__atomic_load_n(&p->waiting, __ATOMIC_RELAXED)) {
+		spare_pool = p;
+		for (; i < nheld && held[i].p == p && nspares < SPARES_MAX; i++)
+			spares[nspares++] = held[i].slice;
+		spares_moved = spares_moved || i > 0;
 	}
 	held_return(i);
 }
@@ -267,7 +273,7 @@ int buf_pool_index(const struct buf_pool *p, const void *slice, unsigned *index)
 	const uint8_t *b = slice;
 	if (b < p->base || b >= p->base + p->len || (size_t)(b - p->base) % p->slice_size)
 		return -EINVAL;
-	*index = (unsigned)((size_t)(b - p->base) / p->slice_size);
+	*index = slice_no(p, b);
 	return 0;
 }
 
